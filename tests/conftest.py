@@ -1,0 +1,21 @@
+"""Shared fixtures: the project root and the Multi30k files that sit beside the project."""
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
+
+
+@pytest.fixture(scope="session")
+def project_root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir() -> Path:
+    """The raw Multi30k files kept beside the project (never committed into it)."""
+    if not (SHARED_MULTI30K / "SHA256SUMS").is_file():
+        pytest.skip(f"Multi30k files not found at {SHARED_MULTI30K}")
+    return SHARED_MULTI30K
