@@ -50,6 +50,22 @@ _LAZY = {
         "modules",
     ),
     **dict.fromkeys(("make_src_mask", "make_tgt_mask", "subsequent_mask", "shift_right"), "masks"),
+    **dict.fromkeys(
+        (
+            "synthetic_pairs",
+            "load_multi30k",
+            "multi30k_dir",
+            "verify_multi30k",
+            "download_multi30k",
+        ),
+        "data",
+    ),
+    **dict.fromkeys(
+        ("train_bpe", "load_or_train_tokenizer", "encode", "encode_batch", "decode"), "tokenizer"
+    ),
+    **dict.fromkeys(("corpus_bleu", "exact_match"), "metrics"),
+    **dict.fromkeys(("greedy_decode", "beam_search"), "decoding"),
+    "translate_sentences": "translate",
 }
 
 __all__ = [
