@@ -27,5 +27,9 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest -n $(JOBS)
 
+# Regenerate the learner notebooks (notebooks/) from the source notebooks (solutions/).
+release: $(STAMP)
+	$(BIN)/python -m autograder release
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

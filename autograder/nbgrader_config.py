@@ -1,0 +1,24 @@
+"""nbgrader configuration of the course; nbgrader reads it when it runs from this folder.
+
+    cd autograder
+    nbgrader generate_assignment ch01_positional_encoding --force   # solutions/ -> notebooks/
+    nbgrader autograde ch01_positional_encoding       # course/submitted/ -> course/autograded/
+    nbgrader generate_feedback ch01_positional_encoding              # -> course/feedback/
+    nbgrader export                                                  # -> grades.csv
+
+The settings live in autograder/course.py (course_config), which the release command and the
+tests use too, so that there is one place to change them.
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+if importlib.util.find_spec("autograder") is None:
+    # The course is not installed into this Python: import it from the checkout.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from autograder.course import course_config  # noqa: E402
+
+c = get_config()  # noqa: F821 (nbgrader provides get_config when it reads this file)
+c.merge(course_config())
