@@ -62,6 +62,12 @@ def files_under(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
+@pytest.fixture(autouse=True)
+def fast_mode(monkeypatch) -> None:
+    """Chapters that train (9 and 10) run their tiny configurations inside the suite."""
+    monkeypatch.setenv("TRANSFORMER_COURSE_FAST", "1")
+
+
 @pytest.fixture(scope="module", params=CHAPTERS)
 def course(request, tmp_path_factory) -> dict:
     """A temporary course for one chapter: its source copied, then released by nbgrader."""
