@@ -125,7 +125,7 @@ def test_graded_cells_follow_the_registry(chapter: str) -> None:
     assert sorted(graded) == sorted(registered), "graded cells and registry disagree"
     for exercise_id, fn in graded.items():
         # The solution cell that defines the graded function is a solution cell.
-        defining = [c for c in nb.cells if re.search(rf"^def {fn}\(", c.source, re.M)]
+        defining = [c for c in nb.cells if re.search(rf"^(?:def|class) {fn}\b", c.source, re.M)]
         assert defining, f"no cell defines {fn}() for {exercise_id}"
         assert all(nbgrader_meta(c).get("solution") for c in defining), (
             f"the cell defining {fn}() must be an nbgrader solution cell"
