@@ -14,6 +14,12 @@ def project_root() -> Path:
 
 
 @pytest.fixture(scope="session")
+def shared_multi30k() -> Path | None:
+    """The Multi30k folder beside the project, or None where it is absent."""
+    return SHARED_MULTI30K if (SHARED_MULTI30K / "SHA256SUMS").is_file() else None
+
+
+@pytest.fixture(scope="session")
 def multi30k_dir() -> Path:
     """The raw Multi30k files kept beside the project (never committed into it)."""
     if not (SHARED_MULTI30K / "SHA256SUMS").is_file():

@@ -63,9 +63,11 @@ def files_under(folder: Path) -> list[str]:
 
 
 @pytest.fixture(autouse=True)
-def fast_mode(monkeypatch) -> None:
+def fast_mode(monkeypatch, shared_multi30k: Path | None) -> None:
     """Chapters that train (9 and 10) run their tiny configurations inside the suite."""
     monkeypatch.setenv("TRANSFORMER_COURSE_FAST", "1")
+    if shared_multi30k is not None:
+        monkeypatch.setenv("MULTI30K_DIR", str(shared_multi30k))
 
 
 @pytest.fixture(scope="module", params=CHAPTERS)
