@@ -69,6 +69,13 @@ _LAZY = {
     **dict.fromkeys(("corpus_bleu", "exact_match"), "metrics"),
     **dict.fromkeys(("greedy_decode", "beam_search"), "decoding"),
     "translate_sentences": "translate",
+    **dict.fromkeys(("Batch", "bucket_by_tokens", "collate"), "batching"),
+    **dict.fromkeys(("load_checkpoint", "load_model", "save_checkpoint"), "checkpoint"),
+    **dict.fromkeys(("autocast_dtype", "resolve_device"), "device"),
+    "LabelSmoothingLoss": "losses",
+    "get_preset": "presets",
+    **dict.fromkeys(("noam_lambda", "noam_rate"), "schedule"),
+    **dict.fromkeys(("TrainConfig", "fit"), "training"),
 }
 
 __all__ = [

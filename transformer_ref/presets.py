@@ -1,0 +1,107 @@
+"""Model and training settings per task and hardware preset.
+
+``cpu`` presets are sized for a laptop-class CPU with two cores; ``gpu`` presets for one
+modern data-centre GPU (an H100). The synthetic tasks stop as soon as held-out exact match
+reaches 100%; Multi30k trains for a time budget and reports sacreBLEU on test_2016_flickr.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from transformer_ref.training import TrainConfig
+
+TASKS = ("copy", "reverse", "sort", "multi30k")
+PRESETS = ("cpu", "gpu")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Everything a training run needs besides the data.
+
+    Attributes:
+        task, name: what this preset is for.
+        model: keyword arguments for ``make_model`` other than the vocabulary sizes.
+        train: optimisation settings.
+        num_train, num_eval: synthetic tasks: training pairs and held-out pairs generated.
+        num_symbols, min_len, max_len: synthetic tasks: alphabet and sequence lengths.
+        bpe_vocab_size: Multi30k: joint BPE vocabulary size.
+        max_train_len: Multi30k: training pairs longer than this (in tokens) are left out.
+        eval_sentences: Multi30k: validation sentences greedily decoded at each evaluation.
+        beam_size, length_penalty: Multi30k: final test decoding.
+        target_exact_match: synthetic tasks: stop once held-out exact match reaches this.
+        cpu_threads: torch intra-op threads on the CPU (None: torch's default). Tiny models
+            run faster on one thread, and much faster when other programs share the cores.
+    """
+
+    task: str
+    name: str
+    model: dict[str, Any]
+    train: TrainConfig
+    num_train: int = 0
+    num_eval: int = 0
+    num_symbols: int = 10
+    min_len: int = 1
+    max_len: int = 10
+    bpe_vocab_size: int = 8000
+    max_train_len: int = 100
+    eval_sentences: int = 0
+    beam_size: int = 4
+    length_penalty: float = 0.6
+    target_exact_match: float = 1.0
+    cpu_threads: int | None = None
+
+
+def _synthetic(task: str, name: str) -> Preset:
+    if name == "cpu":
+        model = dict(N=2, d_model=64, d_ff=256, h=4, dropout=0.0, norm_first=True)
+        # Exact-match targets reward the sharpest distribution, so no label smoothing here;
+        # mixed-length batches keep the updates steady. Held-out exact match reaches 100% after
+        # about 700 steps (~40 s on two idle cores); the time budget is only a safety cap.
+        train = TrainConfig(max_steps=3000, max_tokens=1500, warmup=100, lr_factor=0.3,
+                            smoothing=0.0, clip_norm=1.0, eval_every=50, max_minutes=5.0,
+                            sort_by_length=False)
+        return Preset(task=task, name=name, model=model, train=train, num_train=20000,
+                      num_eval=300, cpu_threads=1)
+    # On a GPU a wider model and larger batches cost little extra time per step.
+    model = dict(N=2, d_model=128, d_ff=512, h=4, dropout=0.0, norm_first=True)
+    train = TrainConfig(max_steps=3000, max_tokens=6000, warmup=100, lr_factor=0.3,
+                        smoothing=0.0, clip_norm=1.0, eval_every=50, max_minutes=5.0,
+                        sort_by_length=False)
+    return Preset(task=task, name=name, model=model, train=train, num_train=20000, num_eval=300)
+
+
+def _multi30k(name: str) -> Preset:
+    if name == "cpu":
+        # About 4M parameters: a few epochs fit into ~12 minutes on two cores.
+        model = dict(N=3, d_model=256, d_ff=512, h=4, dropout=0.1,
+                     share_embeddings=True, tie_weights=True)
+        train = TrainConfig(max_steps=20000, max_tokens=3000, warmup=1000, lr_factor=1.0,
+                            smoothing=0.1, clip_norm=1.0, eval_every=1000, max_minutes=12.0)
+        return Preset(task="multi30k", name=name, model=model, train=train,
+                      bpe_vocab_size=8000, eval_sentences=100, beam_size=4)
+    # Base-sized Transformer, pre-LN for a fast, stable start, strong dropout because
+    # Multi30k is small (29k pairs); about 60 epochs fit into the 8-minute training budget.
+    model = dict(N=6, d_model=512, d_ff=2048, h=8, dropout=0.3, norm_first=True,
+                 share_embeddings=True, tie_weights=True)
+    train = TrainConfig(max_steps=8000, max_tokens=12000, warmup=2000, lr_factor=1.5,
+                        smoothing=0.1, clip_norm=1.0, eval_every=1000, max_minutes=8.0)
+    return Preset(task="multi30k", name=name, model=model, train=train,
+                  bpe_vocab_size=10000, eval_sentences=1014, beam_size=5)
+
+
+def get_preset(task: str, name: str = "cpu", **train_overrides: Any) -> Preset:
+    """The settings for ``task`` on hardware ``name``; keyword arguments override TrainConfig.
+
+    Example: ``get_preset("reverse", "cpu", max_steps=100)``.
+    """
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of {TASKS}")
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {PRESETS}")
+    preset = _multi30k(name) if task == "multi30k" else _synthetic(task, name)
+    overrides = {k: v for k, v in train_overrides.items() if v is not None}
+    if overrides:
+        preset = replace(preset, train=replace(preset.train, **overrides))
+    return preset

@@ -1,0 +1,335 @@
+"""Train the reference Transformer from the command line.
+
+Examples::
+
+    python -m transformer_ref.train --task reverse --preset cpu --out runs/reverse
+    python -m transformer_ref.train --task multi30k --preset gpu --device cuda --out runs/m30k
+    torchrun --nproc_per_node=2 -m transformer_ref.train --task multi30k --preset gpu
+
+Writes ``OUT/checkpoint.pt`` (see :mod:`transformer_ref.checkpoint`) and ``OUT/metrics.json``
+(wall time, steps, tokens per second, final metrics, device). Synthetic tasks report exact
+match on held-out sequences (greedy decoding); Multi30k reports sacreBLEU (with its
+signature) on test_2016_flickr, decoded with beam search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer
+from torch import nn
+
+from transformer_ref.batching import collate
+from transformer_ref.checkpoint import load_checkpoint
+from transformer_ref.data import load_multi30k, multi30k_dir, synthetic_pairs
+from transformer_ref.decoding import beam_search, greedy_decode
+from transformer_ref.device import autocast_dtype, device_name
+from transformer_ref.losses import LabelSmoothingLoss
+from transformer_ref.metrics import corpus_bleu, exact_match
+from transformer_ref.modules import make_model
+from transformer_ref.presets import PRESETS, TASKS, Preset, get_preset
+from transformer_ref.tokenizer import decode, encode_batch, load_or_train_tokenizer
+from transformer_ref.training import (
+    cleanup_distributed,
+    fit,
+    init_distributed,
+    pair_length,
+    seed_everything,
+)
+from transformer_ref.vocab import EOS_ID, PAD_ID
+
+Pair = tuple[list[int], list[int]]
+FIRST_SYMBOL_ID = 4  # synthetic symbols follow the four special ids
+DECODE_SENTENCES_PER_BATCH = 200
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding helpers
+
+
+def _autocast(device: torch.device):
+    dtype = autocast_dtype(device)
+    return torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
+
+
+def translate_ids(
+    model: nn.Module,
+    sources: Sequence[list[int]],
+    device: torch.device,
+    *,
+    beam_size: int = 1,
+    length_penalty: float = 0.6,
+    extra_len: int = 10,
+) -> list[list[int]]:
+    """Decode id sequences in length-sorted batches; returns outputs in the input order.
+
+    ``beam_size=1`` is greedy decoding. At most ``1.5 * source length + extra_len`` tokens
+    are generated per batch (capped by the model's positional range).
+    """
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    outputs: list[list[int]] = [[] for _ in sources]
+    limit = model.config.get("max_len", 5000) - 1
+    for start in range(0, len(order), DECODE_SENTENCES_PER_BATCH):
+        chunk = order[start : start + DECODE_SENTENCES_PER_BATCH]
+        batch = collate([(sources[i], [EOS_ID]) for i in chunk]).to(device)
+        max_len = min(int(1.5 * batch.src.size(1)) + extra_len, limit)
+        with torch.no_grad(), _autocast(device):
+            if beam_size > 1:
+                hyps = beam_search(model, batch.src, batch.src_mask, max_len,
+                                   beam_size=beam_size, length_penalty=length_penalty)
+            else:
+                hyps = greedy_decode(model, batch.src, batch.src_mask, max_len)
+        for i, hyp in zip(chunk, hyps, strict=True):
+            outputs[i] = hyp
+    return outputs
+
+
+def mean_loss(model: nn.Module, pairs: list[Pair], device: torch.device) -> float:
+    """Unsmoothed cross-entropy per target token over ``pairs`` (nats)."""
+    loss_fn = LabelSmoothingLoss(model.config["tgt_vocab"], PAD_ID, 0.0, reduction="sum")
+    total, tokens = 0.0, 0
+    for start in range(0, len(pairs), DECODE_SENTENCES_PER_BATCH):
+        batch = collate(pairs[start : start + DECODE_SENTENCES_PER_BATCH]).to(device)
+        with torch.no_grad(), _autocast(device):
+            logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+        total += float(loss_fn(logits, batch.tgt_out))
+        tokens += batch.n_tokens
+    return total / max(tokens, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tasks
+
+
+class TaskSetup:
+    """Data, vocabulary and evaluation for one task."""
+
+    def __init__(
+        self,
+        train_pairs: list[Pair],
+        vocab_size: int,
+        evaluate: Callable[[nn.Module], dict[str, float]],
+        final: Callable[[nn.Module], dict[str, Any]],
+        stop_when: Callable[[dict[str, float]], bool] | None = None,
+        tokenizer: str | None = None,
+    ) -> None:
+        self.train_pairs = train_pairs
+        self.vocab_size = vocab_size
+        self.evaluate = evaluate
+        self.final = final
+        self.stop_when = stop_when
+        self.tokenizer = tokenizer
+
+
+def synthetic_setup(preset: Preset, seed: int, device: torch.device) -> TaskSetup:
+    """Training pairs plus held-out pairs whose sources never occur in training."""
+    kwargs = dict(num_symbols=preset.num_symbols, min_len=preset.min_len, max_len=preset.max_len)
+    train = synthetic_pairs(preset.task, preset.num_train, seed=2 * seed, **kwargs)
+    seen = {tuple(src) for src, _ in train}
+    candidates = synthetic_pairs(preset.task, preset.num_eval, seed=2 * seed + 1, **kwargs)
+    held_out = [pair for pair in candidates if tuple(pair[0]) not in seen]
+    if not held_out:
+        raise ValueError("every held-out sequence also occurs in training; use longer sequences")
+    sources = [src for src, _ in held_out]
+    targets = [tgt for _, tgt in held_out]
+
+    def evaluate(model: nn.Module) -> dict[str, float]:
+        return {"exact_match": exact_match(translate_ids(model, sources, device), targets)}
+
+    def final(model: nn.Module) -> dict[str, Any]:
+        return {**evaluate(model), "held_out_sequences": len(held_out)}
+
+    return TaskSetup(
+        train_pairs=train,
+        vocab_size=FIRST_SYMBOL_ID + preset.num_symbols,
+        evaluate=evaluate,
+        final=final,
+        stop_when=lambda m: m["exact_match"] >= preset.target_exact_match,
+    )
+
+
+def multi30k_setup(
+    preset: Preset, device: torch.device, tokenizer_json: str | None = None
+) -> TaskSetup:
+    """German->English Multi30k with a joint BPE vocabulary (reused from a checkpoint on resume)."""
+    data_dir = multi30k_dir()
+    if tokenizer_json is not None:
+        tok = Tokenizer.from_str(tokenizer_json)
+    else:
+        tok = load_or_train_tokenizer(data_dir, vocab_size=preset.bpe_vocab_size)
+
+    def encode_pairs(split: str) -> tuple[list[Pair], list[str]]:
+        raw = load_multi30k(split, data_dir)
+        german = encode_batch(tok, [de for de, _ in raw])
+        english = encode_batch(tok, [en for _, en in raw])
+        return list(zip(german, english, strict=True)), [en for _, en in raw]
+
+    train, _ = encode_pairs("train")
+    train = [p for p in train if pair_length(p) <= preset.max_train_len]
+    val, val_refs = encode_pairs("val")
+    test, test_refs = encode_pairs("test_2016_flickr")
+    val_sample = val[: preset.eval_sentences]
+
+    def bleu(model: nn.Module, pairs: list[Pair], refs: list[str], beam: int) -> Any:
+        hyps = translate_ids(model, [src for src, _ in pairs], device, beam_size=beam,
+                             length_penalty=preset.length_penalty)
+        return corpus_bleu([decode(tok, h) for h in hyps], refs[: len(pairs)])
+
+    def evaluate(model: nn.Module) -> dict[str, float]:
+        metrics = {"val_loss": mean_loss(model, val, device)}
+        if val_sample:
+            metrics["val_bleu_greedy"] = bleu(model, val_sample, val_refs, 1).score
+        return metrics
+
+    def final(model: nn.Module) -> dict[str, Any]:
+        started = time.perf_counter()
+        score = bleu(model, test, test_refs, preset.beam_size)
+        return {
+            "val_loss": mean_loss(model, val, device),
+            "test_2016_flickr_bleu": score.score,
+            "bleu_signature": score.signature,
+            "beam_size": preset.beam_size,
+            "decode_seconds": time.perf_counter() - started,
+        }
+
+    return TaskSetup(train, tok.get_vocab_size(), evaluate, final, tokenizer=tok.to_str())
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m transformer_ref.train",
+        description="Train the reference Transformer on a synthetic task or Multi30k de->en.",
+    )
+    parser.add_argument("--task", choices=TASKS, default="reverse")
+    parser.add_argument("--preset", choices=PRESETS, default=None,
+                        help="model/training size (default: gpu on CUDA, else cpu)")
+    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="run directory (default: runs/TASK-PRESET)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-steps", type=int, default=None, help="override the preset")
+    parser.add_argument("--max-minutes", type=float, default=None,
+                        help="override the preset's training time budget")
+    parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def _check_out_dir(out: Path, task: str, resume: bool) -> dict[str, Any] | None:
+    """Refuse to mix tasks in one run directory; return the checkpoint to resume, if any."""
+    path = out / "checkpoint.pt"
+    if not path.is_file():
+        if resume:
+            raise FileNotFoundError(
+                f"--resume was given but {path} does not exist; drop --resume to start a new run"
+            )
+        return None
+    checkpoint = load_checkpoint(path)
+    if checkpoint.get("task") != task:
+        raise ValueError(
+            f"{out} already holds a checkpoint for task {checkpoint.get('task')!r}, not "
+            f"{task!r}; choose another --out"
+        )
+    return checkpoint if resume else None
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Train and evaluate as ``args`` asks; returns the metrics written to metrics.json."""
+    wall_started = time.perf_counter()
+    dist_info, device = init_distributed(args.device)
+    preset_name = args.preset or ("gpu" if device.type == "cuda" else "cpu")
+    preset = get_preset(args.task, preset_name, max_steps=args.max_steps,
+                        max_minutes=args.max_minutes, seed=args.seed)
+    out = args.out or Path("runs") / f"{args.task}-{preset_name}"
+    resume_from = _check_out_dir(out, args.task, args.resume)
+    log = print if dist_info.is_main else (lambda _msg: None)
+    log(f"task {args.task}, preset {preset_name}, device {device_name(device)}, "
+        f"processes {dist_info.world_size}, out {out}")
+
+    if device.type == "cpu" and preset.cpu_threads is not None:
+        torch.set_num_threads(preset.cpu_threads)
+    seed_everything(args.seed)
+    if args.task == "multi30k":
+        tokenizer_json = resume_from.get("tokenizer") if resume_from else None
+        setup = multi30k_setup(preset, device, tokenizer_json)
+    else:
+        setup = synthetic_setup(preset, args.seed, device)
+    if resume_from is not None:
+        model = make_model(**resume_from["model_config"])
+    else:
+        model = make_model(setup.vocab_size, setup.vocab_size, **preset.model)
+    model.to(device)
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"{len(setup.train_pairs)} training pairs, vocabulary {setup.vocab_size}, "
+        f"{n_params / 1e6:.2f}M parameters")
+
+    result = fit(
+        model, setup.train_pairs, preset.train, device=device,
+        evaluate=setup.evaluate, stop_when=setup.stop_when,
+        checkpoint_path=out / "checkpoint.pt", resume=resume_from is not None,
+        task=args.task, tokenizer=setup.tokenizer, extra={"preset": preset_name},
+        dist_info=dist_info, progress=not args.no_progress, log=log,
+    )
+    report: dict[str, Any] = {}
+    if dist_info.is_main:
+        model.eval()
+        final = setup.final(model)
+        report = {
+            "task": args.task,
+            "preset": preset_name,
+            "device": device_name(device),
+            "processes": dist_info.world_size,
+            "seed": args.seed,
+            "steps": result.step,
+            "stopped_early": result.stopped_early,
+            "train_seconds": result.train_seconds,
+            "target_tokens_per_second": result.tokens_per_second,
+            "wall_seconds": time.perf_counter() - wall_started,
+            "parameters": n_params,
+            "metrics": final,
+            "history": result.history,
+        }
+        (out / "metrics.json").write_text(json.dumps(report, indent=2) + "\n")
+        _print_summary(report, out)
+    return report
+
+
+def _print_summary(report: dict[str, Any], out: Path) -> None:
+    metrics = report["metrics"]
+    print(f"done: {report['steps']} steps in {report['wall_seconds']:.1f} s wall "
+          f"({report['target_tokens_per_second']:.0f} target tokens/s) on {report['device']}")
+    if "exact_match" in metrics:
+        print(f"held-out exact match: {100 * metrics['exact_match']:.1f}% "
+              f"({metrics['held_out_sequences']} sequences)")
+    else:
+        print(f"test_2016_flickr BLEU (beam {metrics['beam_size']}): "
+              f"{metrics['test_2016_flickr_bleu']:.2f}  {metrics['bleu_signature']}")
+    print(f"wrote {out / 'checkpoint.pt'} and {out / 'metrics.json'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        run(args)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    finally:
+        cleanup_distributed()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
