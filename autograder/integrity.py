@@ -1,0 +1,482 @@
+"""Grading that does not trust the learner's kernel.
+
+:func:`restore_test_cells` puts locked cells (the graded test cells among them) back as the
+source notebook has them and names every change; :func:`verify_exercises` grades each
+function of a chapter in the trusted grader process, calling the learner's code in a separate
+sandboxed worker that cannot import the reference or the checks.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import os
+import re
+import select
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import nbformat
+import numpy as np
+from nbformat import NotebookNode
+
+from autograder import _worker as wire
+from autograder.course import ROOT, SOURCE_DIRECTORY
+from autograder.registry import CHAPTERS, CheckResult, all_exercises, grade_function
+from autograder.sandbox import GRACE_S, Job, Limits, kill, new_job, runner_env
+
+# Packages the verifying worker must not import: the reference and the checks.
+BLOCKED_PACKAGES = ("transformer_ref", "autograder", "solutions")
+# Setup imports that solutions never need and that only slow the worker down.
+SKIPPED_IMPORTS = ("matplotlib", "transformer_ref.plots", "IPython")
+FIRST_TORCH_CHAPTER = 7
+_MENTIONS_BLOCKED = re.compile(r"\b(" + "|".join(BLOCKED_PACKAGES) + r")\b")
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Something a human should look at.
+
+    Attributes:
+        code: a short machine-readable kind: ``"test_cell_edited"``, ``"test_cell_deleted"``,
+            ``"test_cell_moved"``, ``"test_cell_repointed"``, ``"metadata_removed"``,
+            ``"cell_added"``, ``"locked_cell_edited"``, ``"imports_reference"``,
+            ``"worker_died"``, ``"not_verified"``, ...
+        cell: the grade id (or cell id) concerned, or ``None`` for the whole notebook.
+        reason: one or two sentences for a human.
+    """
+
+    code: str
+    cell: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class VerifiedResult(CheckResult):
+    """A :class:`CheckResult` from :func:`verify_exercises`, plus what it flagged.
+
+    ``verified`` is False when the exercise could not be checked outside the kernel (then
+    ``passed`` is False too and ``message`` says why).
+    """
+
+    verified: bool = True
+    flags: tuple[Flag, ...] = ()
+
+
+def _nbgrader(cell: NotebookNode) -> dict[str, Any]:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def _is_protected(cell: NotebookNode) -> bool:
+    meta = _nbgrader(cell)
+    return bool(meta.get("locked") or (meta.get("grade") and not meta.get("solution")))
+
+
+def _key(cell: NotebookNode) -> str:
+    return _nbgrader(cell).get("grade_id") or cell.get("id") or ""
+
+
+def restore_test_cells(
+    submitted_nb: NotebookNode, source_nb: NotebookNode
+) -> tuple[NotebookNode, list[Flag]]:
+    """Restore every locked cell of ``source_nb`` (graded test cells included) in a copy of
+    ``submitted_nb``.
+
+    Locked cells that were edited, deleted, moved, or re-pointed (grade id, points or nbgrader
+    metadata changed) get the source version back at the source position relative to the
+    other source cells; cells the learner added are kept and flagged. Neither argument is
+    modified.
+
+    Returns:
+        ``(restored_copy, flags)``; ``flags`` is empty for an untouched submission.
+    """
+    flags: list[Flag] = []
+    submitted = [copy.deepcopy(c) for c in submitted_nb.cells]
+    source_keys = {_key(c) for c in source_nb.cells}
+    by_grade_id = {g: i for i, c in enumerate(submitted) if (g := _nbgrader(c).get("grade_id"))}
+    by_cell_id = {c.get("id"): i for i, c in enumerate(submitted) if c.get("id")}
+    used: set[int] = set()
+    placed: list[tuple[NotebookNode, int | None]] = []   # (cell, index in the submission)
+    for cell in source_nb.cells:
+        key = _key(cell)
+        grade_id = _nbgrader(cell).get("grade_id")
+        index = by_grade_id.get(grade_id) if grade_id else None
+        if index is None or index in used:
+            index = by_cell_id.get(cell.get("id"))
+            if index is not None and (index in used or _nbgrader(submitted[index]).get(
+                    "grade_id") in source_keys - {grade_id}):
+                index = None
+        if index is not None:
+            used.add(index)
+        if not _is_protected(cell):
+            placed.append((submitted[index], index) if index is not None else (None, None))
+            continue
+        restored = copy.deepcopy(cell)
+        restored.outputs = [] if cell.cell_type == "code" else restored.get("outputs")
+        if cell.cell_type == "code":
+            restored.execution_count = None
+        if index is None:
+            flags.append(Flag("test_cell_deleted" if grade_id else "locked_cell_deleted", key,
+                              f"locked cell {key!r} was missing from the submission and was "
+                              "put back from the source notebook"))
+        else:
+            flags += _compare_locked(cell, submitted[index], key)
+        placed.append((restored, index))
+    flags += _order_flags(placed)
+    cells = _merge(placed, submitted, used, flags)
+    restored_nb = copy.deepcopy(submitted_nb)
+    restored_nb.cells = cells
+    return restored_nb, flags
+
+
+def _compare_locked(source: NotebookNode, got: NotebookNode, key: str) -> list[Flag]:
+    flags = []
+    meta, got_meta = _nbgrader(source), _nbgrader(got)
+    if not got_meta:
+        flags.append(Flag("metadata_removed", key, f"the nbgrader metadata of locked cell "
+                                                   f"{key!r} was removed; restored"))
+    elif got_meta.get("grade_id") != meta.get("grade_id") or (
+            got_meta.get("points") != meta.get("points")) or any(
+            got_meta.get(k) != meta.get(k) for k in ("grade", "locked", "solution")):
+        flags.append(Flag("test_cell_repointed", key,
+                          f"the nbgrader metadata of locked cell {key!r} was changed "
+                          f"(grade id {got_meta.get('grade_id')!r}, points "
+                          f"{got_meta.get('points')!r}); restored"))
+    if got.get("source") != source.get("source") or got.cell_type != source.cell_type:
+        flags.append(Flag("test_cell_edited" if meta.get("grade") else "locked_cell_edited",
+                          key, f"the text of locked cell {key!r} was edited; restored"))
+    return flags
+
+
+def _order_flags(placed: list[tuple[NotebookNode | None, int | None]]) -> list[Flag]:
+    """Flag locked cells whose position relative to the other matched cells changed."""
+    positions = [(i, cell) for cell, i in placed if i is not None and cell is not None]
+    flags, latest = [], -1
+    for index, cell in positions:
+        if index < latest and _is_protected(cell):
+            flags.append(Flag("test_cell_moved", _key(cell), f"locked cell {_key(cell)!r} was "
+                              "moved; it is back at its place"))
+        latest = max(latest, index)
+    return flags
+
+
+def _merge(placed: list[tuple[NotebookNode | None, int | None]], submitted: list[NotebookNode],
+           used: set[int], flags: list[Flag]) -> list[NotebookNode]:
+    """The source order, with each added cell after the cell that preceded it."""
+    cells = [cell for cell, _ in placed if cell is not None]
+    anchor_of = {}
+    for position, (cell, index) in enumerate(placed):
+        if cell is not None and index is not None:
+            anchor_of[index] = position
+    extras: dict[int, list[NotebookNode]] = {}
+    anchor = -1
+    for index, cell in enumerate(submitted):
+        if index in used:
+            anchor = anchor_of.get(index, anchor)
+            continue
+        extras.setdefault(anchor, []).append(cell)
+        flags.append(Flag("cell_added", cell.get("id"), f"cell {cell.get('id')!r} is not in "
+                          "the source notebook; it was kept" + (
+                              " and stripped of its nbgrader metadata" if _nbgrader(cell)
+                              else "")))
+        cell.get("metadata", {}).pop("nbgrader", None)
+    out = list(extras.get(-1, []))
+    position_of = {id(cell): p for p, (cell, _) in enumerate(placed) if cell is not None}
+    for cell in cells:
+        out.append(cell)
+        out += extras.get(position_of[id(cell)], [])
+    return out
+
+
+class WorkerFailedError(RuntimeError):
+    """The verifying worker died, timed out or broke the protocol (the message says which)."""
+
+
+class _Worker:
+    """The sandboxed process that runs a submission's solution cells and answers calls."""
+
+    def __init__(self, job: Job, limits: Limits) -> None:
+        self.job, self.limits = job, limits
+        self.log = job.path / "result" / "worker.log"
+        with open(self.log, "wb") as err:
+            self.process = subprocess.Popen(
+                job.command("functions"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=err, start_new_session=True, env=runner_env())
+        self.failure: str | None = None
+
+    def receive(self, timeout_s: float) -> tuple[dict[str, Any], list[bytes]]:
+        """The next frame from the worker; WorkerFailedError on a timeout, exit or bad frame."""
+        deadline = time.monotonic() + timeout_s
+        size_bytes = self._read(4, deadline)
+        size = int.from_bytes(size_bytes, "big")
+        if size > wire.MAX_FRAME:
+            self._fail(f"sent a message of {size} bytes, more than the limit")
+        try:
+            return wire.parse_frame(self._read(size, deadline))
+        except (ValueError, KeyError, IndexError) as exc:
+            self._fail(f"sent a malformed message ({exc})")
+
+    def _read(self, n: int, deadline: float) -> bytes:
+        stream = self.process.stdout
+        assert stream is not None
+        chunks, missing = [], n
+        while missing:
+            left = deadline - time.monotonic()
+            ready = select.select([stream], [], [], max(left, 0))[0] if left > 0 else []
+            if not ready:
+                self._fail(f"did not answer within {self.limits.cell_timeout_s:g} s (endless "
+                           "loop or sleep?)")
+            chunk = os.read(stream.fileno(), missing)
+            if not chunk:
+                self.process.wait(timeout=5)
+                self._fail(f"ended with exit status {self.process.returncode} (os._exit, "
+                           "sys.exit at top level, a crash, or the memory limit)")
+            chunks.append(chunk)
+            missing -= len(chunk)
+        return b"".join(chunks)
+
+    def _fail(self, what: str) -> None:
+        self.failure = f"the sandboxed process that runs your solution {what}"
+        self.close()
+        raise WorkerFailedError(self.failure)
+
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if self.failure:
+            raise WorkerFailedError(self.failure)
+        blobs: list[bytes] = []
+        try:
+            header = {"name": name, "args": wire.encode(args, blobs),
+                      "kwargs": wire.encode(kwargs, blobs)}
+        except TypeError as exc:
+            raise WorkerFailedError(f"the grader cannot send {exc} to the sandboxed process; "
+                                "this exercise needs a human") from None
+        try:
+            assert self.process.stdin is not None
+            wire.write_frame(self.process.stdin, header, blobs)
+        except OSError:
+            self._fail("was gone before the call")
+        reply, reply_blobs = self.receive(self.limits.cell_timeout_s)
+        reply["_blobs"] = reply_blobs
+        return reply
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            kill(self.process)
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+
+
+def _rebuild_exception(name: str, message: str) -> Exception:
+    """The learner's exception as the grader sees it: a builtin type when it is one (so
+    ``expect_raises(fn, ValueError, ...)`` works), otherwise a fresh class of the same name."""
+    kind = getattr(builtins, name, None)
+    if isinstance(kind, type) and issubclass(kind, Exception):
+        try:
+            return kind(message)
+        except TypeError:  # builtins such as UnicodeDecodeError need more arguments
+            pass
+    safe = name if wire.IDENTIFIER.match(name) else "LearnerError"
+    return type(safe, (Exception,), {})(message)
+
+
+def _make_proxy(worker: _Worker, name: str, blocked: list[str]) -> Callable[..., Any]:
+    def proxy(*args: Any, **kwargs: Any) -> Any:
+        reply = worker.call(name, args, kwargs)
+        blobs = reply.pop("_blobs")
+        blocked.extend(reply.get("blocked", []))
+        if reply.get("missing"):
+            raise NameError(f"name {name!r} is not defined by the solution cells")
+        if "error" in reply:
+            raise _rebuild_exception(str(reply["error"]), str(reply.get("message", "")))
+        if "unsupported" in reply:
+            raise TypeError(f"{name} returned {reply['unsupported']}, which is not an array, "
+                            "number, string, list, tuple or dict")
+        # Mirror in-place edits so that the checks can say "modified argument 1 in place".
+        for position, tree in reply.get("changed", {}).items():
+            original = args[int(position)]
+            new = wire.decode(tree, blobs)
+            if isinstance(original, np.ndarray) and isinstance(new, np.ndarray) and (
+                    new.shape == original.shape):
+                np.copyto(original, new, casting="unsafe")
+        return wire.decode(reply["value"], blobs)
+
+    proxy.__name__ = proxy.__qualname__ = name
+    return proxy
+
+
+def _chapter_id(chapter: str) -> str:
+    if chapter in CHAPTERS:
+        return CHAPTERS[chapter]
+    if chapter in CHAPTERS.values():
+        return chapter
+    raise ValueError(f"unknown chapter {chapter!r}; expected one of "
+                     f"{', '.join(CHAPTERS.values())} or a prefix such as 'ch02'")
+
+
+def _setup_imports(source_nb: NotebookNode, exercise_names: set[str]) -> list[str]:
+    """Import statements of the source notebook's ordinary code cells, without the graded
+    functions themselves and without plotting."""
+    statements = []
+    for cell in source_nb.cells:
+        if cell.cell_type != "code" or _nbgrader(cell):
+            continue
+        code = "\n".join(line for line in cell.source.splitlines()
+                         if not line.lstrip().startswith(("%", "!")))
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                node.names = [a for a in node.names if not a.name.startswith(SKIPPED_IMPORTS)]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module.startswith(SKIPPED_IMPORTS):
+                    continue
+                node.names = [a for a in node.names
+                              if (a.asname or a.name) not in exercise_names
+                              and a.name not in exercise_names and a.name != "*"]
+            else:
+                continue
+            if node.names:
+                statements.append(ast.unparse(node))
+    return statements
+
+
+def _solution_cells(nb: NotebookNode) -> list[dict[str, str]]:
+    cells = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and _nbgrader(cell).get("solution"):
+            source = "\n".join(line for line in cell.source.splitlines()
+                               if not line.lstrip().startswith(("%", "!")))
+            cells.append({"name": _nbgrader(cell).get("grade_id") or f"cell {index}",
+                          "source": source})
+    return cells
+
+
+def _owner(cell_name: str, names: list[str], prefix: str) -> str | None:
+    """The exercise function whose solution cell this is (by nbgrader's grade id)."""
+    for name in names:
+        if cell_name == f"{prefix}_{name}_solution":
+            return name
+    return None
+
+
+def verify_exercises(
+    chapter: str,
+    submitted_nb: NotebookNode,
+    limits: Limits,
+    *,
+    source_nb: NotebookNode | None = None,
+    hide: Iterable[str | os.PathLike] = (),
+) -> dict[str, VerifiedResult]:
+    """Grade every exercise of ``chapter`` outside the learner's kernel (hidden checks).
+
+    A sandboxed worker process executes only the submission's solution cells (code cells with
+    nbgrader ``solution: true``), with ``transformer_ref`` and ``autograder`` unimportable and
+    their folders hidden; earlier building blocks that the source notebook imports are
+    provided. The checks run here, in the grader, through :func:`autograder.grade_function`
+    with a proxy whose calls go to the worker (arrays as ``.npy`` bytes, never pickles).
+
+    Args:
+        chapter: a chapter id (``"ch02_attention"``) or prefix (``"ch02"``).
+        submitted_nb: the learner's notebook; not modified.
+        limits: ``cell_timeout_s`` bounds each call, ``memory_mb``/``max_processes`` the
+            worker.
+        source_nb: the instructor notebook (default: ``solutions/<chapter>/<chapter>.ipynb``);
+            its setup cells name the building blocks the worker provides.
+        hide: more paths to hide from the worker.
+
+    Returns:
+        ``{exercise_id: VerifiedResult}`` for every registered exercise of the chapter.
+        PyTorch chapters (ch07 and later) give ``verified=False`` results saying that
+        verification outside the kernel is not supported yet.
+
+    Raises:
+        ValueError: unknown chapter.
+    """
+    chapter = _chapter_id(chapter)
+    exercises = [e for e in all_exercises() if e.chapter == chapter]
+    prefix = chapter[:4]
+    if int(prefix[2:]) >= FIRST_TORCH_CHAPTER:
+        reason = (f"{prefix}: not verified outside the kernel (PyTorch chapters are not "
+                  "supported yet); the kernel's result needs a human's confirmation")
+        return {e.id: VerifiedResult(False, reason, verified=False,
+                                     flags=(Flag("not_verified", e.id, reason),))
+                for e in exercises}
+    names = [e.id.split(".", 1)[1] for e in exercises]
+    if source_nb is None:
+        path = ROOT / SOURCE_DIRECTORY / chapter / f"{chapter}.ipynb"
+        source_nb = nbformat.read(path, as_version=4) if path.is_file() else None
+    cells = _solution_cells(submitted_nb)
+    spec_extra = {
+        "imports": _setup_imports(source_nb, set(names)) if source_nb is not None else [],
+        "blocked": list(BLOCKED_PACKAGES), "exercise_names": names, "cells": cells,
+    }
+    hide = [*hide, ROOT / "transformer_ref", ROOT / "autograder"]
+    static = {_owner(c["name"], names, prefix): c["name"] for c in cells
+              if _MENTIONS_BLOCKED.search(c["source"])}
+    session = _Session(spec_extra, limits, hide)
+    try:
+        return {e.id: session.grade(e.id, name, static.get(name))
+                for e, name in zip(exercises, names, strict=True)}
+    finally:
+        session.close()
+
+
+class _Session:
+    """Starts the worker on demand and again after it died."""
+
+    def __init__(self, spec_extra: dict[str, Any], limits: Limits,
+                 hide: list[str | os.PathLike]) -> None:
+        self.spec_extra, self.limits, self.hide = spec_extra, limits, hide
+        self.worker: _Worker | None = None
+        self.cells: list[dict[str, Any]] = []
+
+    def _start(self) -> _Worker:
+        job = new_job(self.limits, workdir=None, secret=None, hide=self.hide)
+        job.spec.update(self.spec_extra)
+        job.write_spec()
+        worker = _Worker(job, self.limits)
+        timeout = self.limits.cell_timeout_s * max(1, len(self.spec_extra["cells"])) + GRACE_S
+        header, _ = worker.receive(timeout)
+        self.cells = header["cells"]
+        return worker
+
+    def grade(self, exercise_id: str, name: str, mentioned_in: str | None) -> VerifiedResult:
+        flags: list[Flag] = []
+        blocked: list[str] = []
+        try:
+            if self.worker is None or self.worker.failure:
+                self.close()
+                self.worker = self._start()
+        except WorkerFailedError as exc:
+            reason = f"{exercise_id}: not verified: {exc} while running the solution cells"
+            return VerifiedResult(False, reason, flags=(Flag("worker_died", exercise_id,
+                                                               reason),))
+        for cell in self.cells:
+            if cell["blocked"] and _owner(cell["name"], [name], exercise_id[:4]):
+                blocked += cell["blocked"]
+        result = grade_function(exercise_id, _make_proxy(self.worker, name, blocked), hidden=True)
+        passed, message = result.passed, result.message
+        if self.worker.failure:
+            passed = False
+            flags.append(Flag("worker_died", exercise_id, self.worker.failure))
+        if blocked or mentioned_in:
+            where = f"solution cell {mentioned_in!r}" if mentioned_in else "the solution"
+            used = ", ".join(sorted(set(blocked))) or "named in the code"
+            reason = (f"{where} uses the course's own packages ({used}); the reference "
+                      "implementation gives no credit")
+            flags.append(Flag("imports_reference", exercise_id, reason))
+            passed, message = False, f"{exercise_id}: no credit: {reason}. {message}"
+        return VerifiedResult(passed, message, flags=tuple(flags))
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+            self.worker.job.close()
+            self.worker = None
