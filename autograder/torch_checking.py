@@ -198,7 +198,8 @@ def random_tensor(
 ) -> Tensor:
     """A float64 tensor of independent normal entries with standard deviation ``scale``."""
     torch = _torch()
-    data = torch.from_numpy(scale * rng.standard_normal(tuple(shape)))
+    # np.asarray: a 0-d draw comes back as a NumPy scalar, which torch.from_numpy rejects.
+    data = torch.from_numpy(np.asarray(scale * rng.standard_normal(tuple(shape))))
     return data.requires_grad_(requires_grad)
 
 
