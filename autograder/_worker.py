@@ -96,10 +96,24 @@ def isolate(spec: dict[str, Any]) -> None:
         _cover(path)
     for path in spec["reachable"]:
         _keep_reachable(path)
+    fresh = (SANDBOX_TMP, "/var/tmp", "/dev/shm")
+    # The project or its Python may live under /tmp (a CI checkout, say): hold on to them so
+    # they can be bound back once the fresh /tmp hides the originals.
+    kept = {
+        real: os.open(real, os.O_RDONLY)
+        for real in sorted({os.path.realpath(path) for path in spec["reachable"]})
+        if any(real.startswith(folder + "/") for folder in fresh)
+    }
     size = f"size={spec['tmp_mb']}m"
-    for path in (SANDBOX_TMP, "/var/tmp", "/dev/shm"):
+    for path in fresh:
         if os.path.isdir(path):
             _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"{size},mode=1777")
+    for real, fd in kept.items():
+        if not os.path.isdir(real):  # already bound back inside a kept parent
+            os.makedirs(real, mode=0o755)
+            # MS_REC brings the covering mounts of hidden folders inside it along.
+            _mount(f"/proc/self/fd/{fd}", real, None, MS_BIND | MS_REC, None)
+        os.close(fd)
     os.mkdir(SANDBOX_WORKDIR)
     _mount(f"/proc/self/fd/{work_fd}", SANDBOX_WORKDIR, None, MS_BIND, None)
     os.close(work_fd)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from pathlib import Path
@@ -136,7 +137,9 @@ def test_network_is_unreachable(misbehaved, listener):
 @needs_namespaces
 def test_solutions_and_gradebook_cannot_be_read(misbehaved):
     text = _text(misbehaved, 3)
-    assert "seen ['FileNotFoundError', [], [], " in text
+    # ../../solutions and solutions/ show nothing; the course folder is covered where it
+    # exists and simply absent in a fresh checkout.
+    assert re.search(r"seen \['FileNotFoundError', \[\], (\[\]|'FileNotFoundError'), ", text), text
     assert "learner data" in text
     assert "ch02" not in text
 
