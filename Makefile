@@ -31,5 +31,9 @@ test: lint
 release: $(STAMP)
 	$(BIN)/python -m autograder release
 
+# Instructors: release, grade a sample class end to end with 2 workers, print the grades.
+demo: $(STAMP)
+	$(BIN)/python -m autograder demo --jobs 2 --out build/demo
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

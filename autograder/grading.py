@@ -1,0 +1,487 @@
+"""Autograde collected submissions without trusting the learner's kernel.
+
+For each learner, in a worker process of its own (``python -m autograder.grading TASK OUT``):
+
+1. read the submitted notebook (broken JSON, an empty notebook or another chapter's notebook
+   end here, with a flag, and score 0);
+2. restore the locked test cells as the release has them (:func:`restore_test_cells`), then
+   put the hidden tests of the source notebook back into them;
+3. execute the restored copy in the sandbox (:func:`execute_notebook`);
+4. verify every graded function outside the kernel (:func:`verify_exercises`); a graded cell
+   the kernel passed but the verification does not confirm scores 0 and is flagged;
+5. remove what learners must not see (hidden tests, tracebacks of graded cells) and return the
+   notebook with the flags.
+
+The main process (:func:`autograde`) runs up to ``jobs`` workers at once and alone writes the
+results: the autograded notebook, the gradebook (nbgrader's rule scores each graded cell from
+its outputs) and the flag file. A worker that crashes or hangs costs only its learner.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbformat import NotebookNode
+
+from autograder.checking import DEVELOPMENT_SECRET, SECRET_ENV
+from autograder.course import ROOT, course_config
+from autograder.integrity import Flag
+from autograder.sandbox import GRACE_S, ExecutionResult, Limits
+
+BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+_EXERCISE_CALL = re.compile(r'check\(\s*"(?P<id>ch\d\d\.\w+)"')
+# Seconds a worker gets beyond the sandbox's own limits (start-up, verification, writing).
+WORKER_MARGIN_S = 120.0
+
+
+@dataclass(frozen=True)
+class Task:
+    """One submission to grade; plain values only, so that it travels as JSON."""
+
+    student: str
+    chapter: str
+    submission: str  # path of the submitted notebook
+    root: str  # course root: solutions/ and notebooks/
+    course_dir: str  # hidden from learner code
+    limits: dict[str, float]
+
+
+@dataclass
+class Outcome:
+    """What grading one submission produced: the notebook to score and the flags."""
+
+    student: str
+    chapter: str
+    notebook: str  # nbformat JSON
+    flags: list[Flag] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+# ------------------------------------------------------------------ notebook helpers
+
+
+def _nbgrader(cell: NotebookNode) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def graded_test_cells(nb: NotebookNode) -> list[NotebookNode]:
+    """The autograded code cells (nbgrader ``grade: true``, not a solution)."""
+    return [c for c in nb.cells if c.cell_type == "code" and _nbgrader(c).get("grade")
+            and not _nbgrader(c).get("solution")]
+
+
+def exercise_ids(source_nb: NotebookNode) -> dict[str, str]:
+    """``grade_id -> exercise id`` of the source's graded cells (from their ``check`` call)."""
+    ids = {}
+    for cell in graded_test_cells(source_nb):
+        match = _EXERCISE_CALL.search(cell.source)
+        if match:
+            ids[_nbgrader(cell)["grade_id"]] = match["id"]
+    return ids
+
+
+def _error_output(title: str, message: str) -> NotebookNode:
+    return nbformat.v4.new_output("error", ename=title, evalue=message,
+                                  traceback=[f"{title}: {message}"])
+
+
+def fail_cell(cell: NotebookNode, title: str, message: str) -> None:
+    """Give a graded cell an error output, so that nbgrader scores it 0 and says why."""
+    cell.outputs = [*cell.get("outputs", []), _error_output(title, message)]
+
+
+def placeholder(release_nb: NotebookNode, reason: str) -> NotebookNode:
+    """The release notebook with every graded cell failed with ``reason`` (scores 0)."""
+    nb = nbformat.from_dict(json.loads(json.dumps(release_nb)))
+    for cell in graded_test_cells(nb):
+        cell.outputs = []
+        fail_cell(cell, "SubmissionNotGraded", reason)
+    return nb
+
+
+def strip_for_learners(nb: NotebookNode) -> None:
+    """Remove hidden tests from sources and tracebacks from graded cells (in place).
+
+    Feedback is rendered from this notebook, so it must not show hidden test code; the error
+    name and message (the diagnosis) stay.
+    """
+    graded = {id(cell) for cell in graded_test_cells(nb)}
+    for cell in nb.cells:
+        if BEGIN_HIDDEN in cell.source:
+            kept, hiding = [], False
+            for line in cell.source.splitlines():
+                hiding = hiding or BEGIN_HIDDEN in line
+                if not hiding:
+                    kept.append(line)
+                if END_HIDDEN in line:
+                    hiding = False
+            cell.source = "\n".join(kept)
+        if id(cell) in graded:
+            for output in cell.get("outputs", []):
+                if output.output_type == "error":
+                    output.traceback = [f"{output.ename}: {output.evalue}"]
+
+
+def with_hidden_tests(nb: NotebookNode, source_nb: NotebookNode) -> None:
+    """Give the graded test cells of ``nb`` the source's text, hidden tests included (in place).
+
+    Learners receive the release, so their locked cells are restored from (and compared with)
+    the release; only then do the hidden tests go back in, for the kernel to run.
+    """
+    sources = {_nbgrader(c)["grade_id"]: c.source for c in graded_test_cells(source_nb)}
+    for cell in graded_test_cells(nb):
+        cell.source = sources.get(_nbgrader(cell)["grade_id"], cell.source)
+
+
+def drop_unknown_grade_ids(nb: NotebookNode, release_nb: NotebookNode) -> list[Flag]:
+    """Remove nbgrader metadata whose grade id the release does not have, or has once only.
+
+    The gradebook holds the release's cells only; any other grade id (a solution cell the
+    learner renamed or copied) would make nbgrader fail to store the scores.
+    """
+    known = {_nbgrader(c).get("grade_id") for c in release_nb.cells if _nbgrader(c)}
+    seen: set[str] = set()
+    flags = []
+    for index, cell in enumerate(nb.cells):
+        grade_id = _nbgrader(cell).get("grade_id")
+        if grade_id is None:
+            continue
+        if grade_id not in known or grade_id in seen:
+            del cell.metadata["nbgrader"]
+            flags.append(Flag("unknown_grade_id", grade_id,
+                              f"cell {index} carries the grade id {grade_id!r}, which the "
+                              "release does not have (or has once); its nbgrader metadata was "
+                              "removed"))
+        seen.add(grade_id)
+    return flags
+
+
+def _read_submission(path: Path) -> tuple[NotebookNode | None, str | None]:
+    """The notebook at ``path``, or ``(None, reason)`` when it cannot be read as one."""
+    if not path.is_file():
+        return None, f"no notebook at {path.name} in the submission"
+    raw = path.read_bytes()
+    if not raw.strip():
+        return None, "the notebook file is empty (0 bytes of JSON)"
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, (f"the notebook is not valid JSON ({exc}); it may be truncated or edited "
+                      "outside Jupyter. Ask the learner to save it again from Jupyter")
+    try:
+        nb = nbformat.reads(json.dumps(data), as_version=4)
+        nbformat.validate(nb)
+    except Exception as exc:  # nbformat raises many kinds for JSON that is not a notebook
+        return None, f"the file is JSON but not a valid notebook ({type(exc).__name__}: {exc})"
+    return nb, None
+
+
+def _wrong_chapter(nb: NotebookNode, source_nb: NotebookNode, chapter: str) -> str | None:
+    ours = {_nbgrader(c).get("grade_id") for c in source_nb.cells if _nbgrader(c)}
+    theirs = {_nbgrader(c).get("grade_id") for c in nb.cells if _nbgrader(c)} - {None}
+    if theirs and not theirs & ours:
+        prefixes = sorted({str(g).split("_")[0] for g in theirs})
+        return (f"the notebook holds the graded cells of {', '.join(prefixes)}, not of "
+                f"{chapter}; it was submitted under the wrong chapter")
+    return None
+
+
+def kernel_secret(student: str, chapter: str) -> str:
+    """The secret given to the learner's kernel: fixed per learner (idempotent re-runs) and
+    derived one way from the grader's secret, which the kernel never sees."""
+    secret = os.environ.get(SECRET_ENV) or DEVELOPMENT_SECRET
+    return hashlib.sha256(f"{secret}\0kernel\0{student}\0{chapter}".encode()).hexdigest()
+
+
+# ------------------------------------------------------------------ one submission
+
+
+def _execution_flags(result: ExecutionResult, graded: set[str]) -> list[Flag]:
+    flags = []
+    if not result.ok:
+        flags.append(Flag("execution_failed", None, result.reason))
+    if result.output_truncated:
+        flags.append(Flag("output_truncated", None,
+                          "the notebook printed more output than allowed; the rest was cut off"))
+    for cell in result.cells:
+        where = cell.grade_id or cell.cell_id or f"cell {cell.index}"
+        if cell.status == "timeout":
+            flags.append(Flag("cell_timeout", where, f"{where} ran past the time limit and was "
+                                                     "interrupted"))
+        elif cell.status == "kernel_died":
+            flags.append(Flag("kernel_died", where, f"the kernel process ended during {where} "
+                                                    "(os._exit, a crash, or a resource limit)"))
+        elif cell.status == "error" and cell.grade_id not in graded:
+            code = "memory_limit" if cell.ename == "MemoryError" else "cell_error"
+            flags.append(Flag(code, where, f"{where} raised {cell.ename}: "
+                                           f"{(cell.evalue or '')[:200]}"))
+    return flags
+
+
+def grade_submission(task: Task) -> Outcome:
+    """Grade one submission (the worker's job); never raises because of the submission."""
+    from nbgrader.utils import determine_grade
+
+    from autograder.integrity import restore_test_cells, verify_exercises
+    from autograder.sandbox import execute_notebook
+
+    started = time.monotonic()
+    root, chapter = Path(task.root), task.chapter
+    source_nb = nbformat.read(root / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)
+    release_dir = root / "notebooks" / chapter
+    release_nb = nbformat.read(release_dir / f"{chapter}.ipynb", as_version=4)
+    limits = Limits(**task.limits)
+
+    def done(nb: NotebookNode, flags: list[Flag]) -> Outcome:
+        return Outcome(task.student, chapter, nbformat.writes(nb), flags,
+                       time.monotonic() - started)
+
+    nb, problem = _read_submission(Path(task.submission))
+    code = "unreadable_notebook"
+    if nb is not None and not nb.cells:
+        problem, code = "the notebook has no cells", "empty_notebook"
+    if nb is not None and problem is None:
+        problem = _wrong_chapter(nb, source_nb, chapter)
+        code = "wrong_chapter"
+    if problem is not None:
+        return done(placeholder(release_nb, problem), [Flag(code, None, problem)])
+
+    # The course folder and the solutions may lie outside the repository (tests, other hosts).
+    hidden = [task.course_dir, str(root / "solutions")]
+    restored, flags = restore_test_cells(nb, release_nb)
+    flags = list(flags)
+    with_hidden_tests(restored, source_nb)
+    with tempfile.TemporaryDirectory(prefix=f"grade-{task.student}-") as workdir:
+        for item in release_dir.iterdir():  # data files the chapter needs, from the release
+            if item.is_file() and item.suffix != ".ipynb":
+                shutil.copy2(item, workdir)
+        result = execute_notebook(restored, workdir, limits,
+                                  secret=kernel_secret(task.student, chapter),
+                                  hide=hidden)
+    executed = result.notebook
+    ids = exercise_ids(source_nb)
+    flags += _execution_flags(result, set(ids))
+    statuses = {c.grade_id: c.status for c in result.cells if c.grade_id}
+    passed = []
+    for cell in graded_test_cells(executed):
+        status = statuses.get(_nbgrader(cell)["grade_id"], "not_run")
+        if status in ("timeout", "kernel_died", "not_run") and not any(
+                o.output_type == "error" for o in cell.outputs):
+            fail_cell(cell, "CellNotCompleted", f"this test cell did not complete ({status}), "
+                                                "so it scores 0")
+        score, max_score = determine_grade(cell)
+        if score == max_score:
+            passed.append(cell)
+    # Verification confirms the kernel's passes; with none there is nothing to confirm (and a
+    # notebook that hangs would only hang again).
+    verified = verify_exercises(chapter, nb, limits, source_nb=source_nb,
+                                hide=hidden) if passed else {}
+    for check in verified.values():
+        flags += list(check.flags)
+    for cell in passed:
+        grade_id = _nbgrader(cell)["grade_id"]
+        check = verified.get(ids.get(grade_id, ""))
+        if check is None or not check.passed:
+            why = check.message if check is not None else "no registered exercise for this cell"
+            fail_cell(cell, "VerificationFailed",
+                      f"the notebook reported a pass, but the grader's own check outside the "
+                      f"notebook did not confirm it: {why}")
+            flags.append(Flag("verification_failed", grade_id,
+                              f"{grade_id} passed in the notebook but not in the grader's own "
+                              f"check; scored 0. {why}"))
+    flags += drop_unknown_grade_ids(executed, release_nb)
+    strip_for_learners(executed)
+    return done(executed, _unique(flags))
+
+
+def _unique(flags: Iterable[Flag]) -> list[Flag]:
+    return list(dict.fromkeys(flags))
+
+
+# ------------------------------------------------------------------ worker processes
+
+
+def _outcome_to_json(outcome: Outcome) -> str:
+    return json.dumps(asdict(outcome))
+
+
+def _outcome_from_json(text: str) -> Outcome:
+    data = json.loads(text)
+    data["flags"] = [Flag(**f) for f in data["flags"]]
+    return Outcome(**data)
+
+
+def _worker_timeout(task: Task, n_exercises: int) -> float:
+    """A bound no honest grading reaches: the notebook's limit, plus verification, which may
+    restart its sandboxed process once per exercise and rerun the solution cells each time."""
+    limits = Limits(**task.limits)
+    verification = n_exercises * (2 * n_exercises * limits.cell_timeout_s + GRACE_S)
+    return limits.notebook_timeout_s + GRACE_S + verification + WORKER_MARGIN_S
+
+
+def run_worker(task: Task, n_exercises: int) -> Outcome:
+    """Grade ``task`` in a fresh Python process; its crash or hang fails this learner only."""
+    with tempfile.TemporaryDirectory(prefix="grade-task-") as folder:
+        task_path, out_path = Path(folder, "task.json"), Path(folder, "outcome.json")
+        task_path.write_text(json.dumps(asdict(task)), encoding="utf-8")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "autograder.grading", str(task_path), str(out_path)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            log, _ = process.communicate(timeout=_worker_timeout(task, n_exercises))
+            reason = f"the grader process stopped with status {process.returncode}"
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            log, _ = process.communicate()
+            reason = "the grader process ran past its time limit and was stopped"
+        if process.returncode == 0 and out_path.is_file():
+            return _outcome_from_json(out_path.read_text(encoding="utf-8"))
+    tail = log.decode("utf-8", "replace").strip().splitlines()[-5:]
+    root = Path(task.root)
+    release = nbformat.read(root / "notebooks" / task.chapter / f"{task.chapter}.ipynb",
+                            as_version=4)
+    message = f"{reason}: {' / '.join(tail)}" if tail else reason
+    return Outcome(task.student, task.chapter, nbformat.writes(placeholder(release, message)),
+                   [Flag("grading_error", None, message)])
+
+
+def _worker_main(task_path: str, out_path: str) -> int:
+    task = Task(**json.loads(Path(task_path).read_text(encoding="utf-8")))
+    outcome = grade_submission(task)
+    Path(out_path).write_text(_outcome_to_json(outcome), encoding="utf-8")
+    return 0
+
+
+# ------------------------------------------------------------------ the whole class
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One graded submission, for the summary table."""
+
+    student: str
+    chapter: str
+    score: float
+    max_score: float
+    flags: tuple[Flag, ...]
+    seconds: float
+
+
+def submissions(course_dir: Path, chapter: str, students: Iterable[str] | None) -> list[str]:
+    """Students with a submission folder for ``chapter``, sorted."""
+    wanted = set(students) if students is not None else None
+    folder = course_dir / "submitted"
+    found = sorted(p.parent.name for p in folder.glob(f"*/{chapter}") if p.is_dir())
+    return [s for s in found if wanted is None or s in wanted]
+
+
+def autograde(
+    chapters: Iterable[str],
+    *,
+    root: str | os.PathLike = ROOT,
+    course_dir: str | os.PathLike | None = None,
+    jobs: int = 1,
+    students: Iterable[str] | None = None,
+    limits: Limits | None = None,
+    progress: Callable[[int], object] | None = None,
+) -> list[Summary]:
+    """Grade every collected submission of ``chapters`` and store the results.
+
+    Args:
+        chapters: chapter ids.
+        root: the course root (``solutions/``, ``notebooks/``).
+        course_dir: the nbgrader course folder; ``<root>/autograder/course`` by default.
+        jobs: learners graded at once (each in its own worker process).
+        students: only these student ids (default: all with a submission).
+        limits: sandbox limits (default: :class:`Limits`).
+        progress: called with the number of tasks, returns an object with ``update(n)`` and
+            ``close()`` (a tqdm bar); ``None`` for no progress display.
+
+    Returns:
+        One :class:`Summary` per graded submission, sorted by student and chapter.
+
+    Raises:
+        ValueError: ``jobs`` is not a positive integer.
+    """
+    from autograder.course import generate
+    from autograder.gradebook import ensure_chapter, save_grades, write_flags
+
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer, got {jobs!r}; pass --jobs 1 or more")
+    root = Path(root).resolve()
+    course_dir = Path(course_dir).resolve() if course_dir else root / "autograder" / "course"
+    config = course_config(root, course_dir)
+    limits = limits or Limits()
+    tasks, n_exercises = [], {}
+    for chapter in chapters:
+        if not ensure_chapter(config, chapter):
+            generate([chapter], root, course_dir)  # records the chapter's cells in the gradebook
+        n_exercises[chapter] = len(exercise_ids(nbformat.read(
+            root / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)))
+        tasks += [Task(student, chapter,
+                       str(course_dir / "submitted" / student / chapter / f"{chapter}.ipynb"),
+                       str(root), str(course_dir), asdict(limits))
+                  for student in submissions(course_dir, chapter, students)]
+
+    bar = progress(len(tasks)) if progress else None
+    results = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(run_worker, task, n_exercises[task.chapter]) for task in tasks]
+        for future in as_completed(futures):
+            outcome = future.result()
+            try:
+                results.append(_store(outcome, config, course_dir, save_grades, write_flags))
+            except Exception as exc:  # one learner's storage problem must not stop the class
+                flag = Flag("grading_error", None, f"storing the results failed: "
+                                                   f"{type(exc).__name__}: {exc}")
+                write_flags(course_dir, outcome.student, outcome.chapter, "grade", [flag])
+                results.append(Summary(outcome.student, outcome.chapter, 0.0, 0.0, (flag,),
+                                       outcome.seconds))
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    return sorted(results, key=lambda s: (s.student, s.chapter))
+
+
+def _store(outcome: Outcome, config, course_dir: Path, save_grades, write_flags) -> Summary:
+    """Write one outcome: autograded notebook, gradebook scores, flags (main process only)."""
+    from nbgrader.utils import determine_grade, parse_utc
+
+    from autograder.gradebook import read_flags
+
+    student, chapter = outcome.student, outcome.chapter
+    nb = nbformat.reads(outcome.notebook, as_version=4)
+    submitted = course_dir / "submitted" / student / chapter
+    target = course_dir / "autograded" / student / chapter
+    target.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, target / f"{chapter}.ipynb")
+    stamp = submitted / "timestamp.txt"
+    timestamp = None
+    if stamp.is_file():
+        timestamp = parse_utc(stamp.read_text(encoding="utf-8").strip())
+        shutil.copy2(stamp, target / "timestamp.txt")
+    save_grades(config, student, chapter, nb, timestamp, flagged=bool(outcome.flags))
+    write_flags(course_dir, student, chapter, "grade", outcome.flags)
+    scored = [determine_grade(c) for c in graded_test_cells(nb)]
+    flags = tuple(read_flags(course_dir, student, chapter))
+    return Summary(student, chapter, float(sum(s for s, _ in scored)),
+                   float(sum(m for _, m in scored)), flags, outcome.seconds)
+
+
+if __name__ == "__main__":
+    sys.exit(_worker_main(*sys.argv[1:]))
