@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,6 +32,7 @@ from autograder.torch_checking import (
     call_torch,
     compare_forward,
     expect_tensor,
+    one_thread,
     randomize_parameters,
     to_numpy,
 )
@@ -334,20 +334,6 @@ def check_noam_rate(ctx: CheckContext, fn: Callable[..., Any]) -> None:
 # ----------------------------------------------------------------------------- decoding
 
 
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Run torch on one thread: a tiny model decoded step by step is many times faster so
-    when other programs share the cores (the thread count is restored afterwards)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 class ScriptedModel:
     """A model for checking decoders: a random Transformer with scripted sentence ends.
 
@@ -577,7 +563,7 @@ def check_greedy_decode(ctx: CheckContext, fn: Callable[..., Any]) -> None:
             args = (model, src, src_mask, max_len, bos_id, eos_id)
             words = (f"greedy_decode(model, src {tuple(src.shape)}, src_mask, "
                      f"max_len={max_len}, bos_id={bos_id}, eos_id={eos_id})")
-        with _one_thread():
+        with one_thread():
             expected = ctx.reference(*args)
             got = call_torch(fn, *args, name="greedy_decode")
         _compare_decoding(got, expected, f"{words}, source lengths {lengths}", bos_id, eos_id,

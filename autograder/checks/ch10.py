@@ -29,7 +29,12 @@ import numpy as np
 
 from autograder.checking import CheckContext, fail
 from autograder.registry import register
-from autograder.torch_checking import call_torch, describe_tensor, randomize_parameters
+from autograder.torch_checking import (
+    call_torch,
+    describe_tensor,
+    one_thread,
+    randomize_parameters,
+)
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
@@ -274,19 +279,6 @@ def _discriminating_cases(ctx: CheckContext, vocab: int, batch: int) -> list[_Ca
     return cases
 
 
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Tiny models run fastest on one thread, above all on a busy machine."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 @register(
     "ch10.beam_search",
     title="Beam search with a length penalty",
@@ -300,7 +292,7 @@ def check_beam_search(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     bos_id=BOS_ID, eos_id=EOS_ID)``: equals greedy decoding for ``beam_size=1``; matches the
     reference on cases that separate the usual bugs; stops at ``max_len`` exactly when EOS never
     wins; honours custom start and end ids."""
-    with _one_thread():
+    with one_thread():
         _check_beam_search(ctx, fn)
 
 
