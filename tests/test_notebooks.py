@@ -26,7 +26,7 @@ from autograder.registry import all_exercises, get_exercise
 CHAPTERS = chapters_in(ROOT)
 TEST_SECRET = "notebook-tests-secret"
 
-# A graded test cell, exactly as the notebook conventions write it.
+# A graded test cell, exactly as every chapter writes it (visible check, then hidden check).
 GRADED_CELL = re.compile(
     r'from autograder import check\n'
     r'check\("(?P<id>ch\d\d\.\w+)", (?P<fn>\w+)\)\n'
@@ -111,7 +111,7 @@ def test_graded_cells_follow_the_registry(chapter: str) -> None:
     graded = {}
     for cell in graded_code_cells(nb):
         match = GRADED_CELL.fullmatch(cell.source.strip())
-        assert match, f"graded cell does not follow the conventions:\n{cell.source}"
+        assert match, f"graded cell is not in the standard form:\n{cell.source}"
         exercise = get_exercise(match["id"])
         meta = nbgrader_meta(cell)
         assert exercise.chapter == chapter, f"{exercise.id} belongs to {exercise.chapter}"
