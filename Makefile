@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # Both cores by default; `make test JOBS=1` runs the suite serially.
 JOBS ?= 2
 
-.PHONY: install lab test lint release demo clean
+.PHONY: install lab test lint browser release demo clean
 
 install: $(STAMP)
 
@@ -24,8 +24,21 @@ lab: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: lint
+test: lint browser
 	$(BIN)/python -m pytest -n $(JOBS)
+
+# The browser tests (tests/test_browser.py) drive JupyterLab with Debian's Chromium, never a
+# downloaded one. Install it where we can (root with apt-get); otherwise, or if the install
+# fails, say so and go on: those tests then skip with the same advice (in CI, CI=true, they fail).
+browser:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq chromium \
+			|| echo "notice: installing chromium with apt-get failed; the browser tests will skip"; \
+	else \
+		echo "notice: /usr/bin/chromium is missing and only root with apt-get can install it;" \
+			"the browser tests will skip. Run: sudo apt-get install chromium"; \
+	fi
 
 # Regenerate the learner notebooks (notebooks/) from the source notebooks (solutions/).
 release: $(STAMP)
