@@ -83,3 +83,20 @@ def test_missing_multi30k_points_at_the_download(tmp_path):
 def test_resume_without_checkpoint_is_a_clear_error(tmp_path):
     proc = train_cli("--task", "reverse", "--device", "cpu", "--out", str(tmp_path), "--resume")
     assert proc.returncode == 2 and "drop --resume" in proc.stderr
+
+
+def test_eval_every_sets_the_evaluation_interval(tmp_path):
+    proc = train_cli("--task", "reverse", "--preset", "cpu", "--device", "cpu", "--out",
+                     str(tmp_path), "--max-steps", "20", "--eval-every", "5")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    history = json.loads((tmp_path / "metrics.json").read_text())["history"]
+    assert [entry["step"] for entry in history] == [5, 10, 15, 20]
+    seconds = [entry["train_seconds"] for entry in history]
+    assert seconds == sorted(seconds) and seconds[0] > 0
+    assert all(0 <= entry["exact_match"] <= 1 for entry in history)
+
+
+def test_eval_every_must_not_be_negative(tmp_path):
+    proc = train_cli("--task", "reverse", "--device", "cpu", "--out", str(tmp_path),
+                     "--eval-every", "-5")
+    assert proc.returncode == 2 and "expected 0 or more, got -5" in proc.stderr

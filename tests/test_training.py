@@ -83,3 +83,21 @@ def test_device_helpers():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="no CUDA GPU is visible; use --device cpu or auto"):
             resolve_device("cuda")
+
+
+def test_history_records_training_seconds_across_a_resume(tmp_path):
+    cfg = TrainConfig(max_steps=30, max_tokens=120, warmup=10, eval_every=10, seed=3)
+    path = tmp_path / "ckpt.pt"
+    first = fit(tiny_model(), PAIRS, cfg, device=torch.device("cpu"), evaluate=lambda m: {},
+                checkpoint_path=path, progress=False, log=lambda _m: None)
+    assert [entry["step"] for entry in first.history] == [10, 20, 30]
+    seconds = [entry["train_seconds"] for entry in first.history]
+    assert 0 < seconds[0] < seconds[1] < seconds[2] == first.train_seconds
+
+    more = TrainConfig(max_steps=50, max_tokens=120, warmup=10, eval_every=10, seed=3)
+    resumed = fit(tiny_model(), PAIRS, more, device=torch.device("cpu"), evaluate=lambda m: {},
+                  checkpoint_path=path, resume=True, progress=False, log=lambda _m: None)
+    # The clock goes on from the saved training time, as the step count does.
+    assert [entry["step"] for entry in resumed.history] == [40, 50]
+    assert first.train_seconds < resumed.history[0]["train_seconds"]
+    assert resumed.history[-1]["train_seconds"] == resumed.train_seconds

@@ -7,9 +7,11 @@ Examples::
     torchrun --nproc_per_node=2 -m transformer_ref.train --task multi30k --preset gpu
 
 Writes ``OUT/checkpoint.pt`` (see :mod:`transformer_ref.checkpoint`) and ``OUT/metrics.json``
-(wall time, steps, tokens per second, final metrics, device). Synthetic tasks report exact
-match on held-out sequences (greedy decoding); Multi30k reports sacreBLEU (with its
-signature) on test_2016_flickr, decoded with beam search.
+(wall time, steps, tokens per second, final metrics, device, and the history of the
+evaluations run every ``--eval-every`` steps, each with its training seconds so far).
+Synthetic tasks report exact match on held-out sequences (greedy decoding); Multi30k reports
+sacreBLEU (with its signature) on test_2016_flickr, decoded with beam search, and evaluates
+with greedy BLEU on the preset's first validation sentences along the way.
 """
 
 from __future__ import annotations
@@ -207,6 +209,13 @@ def multi30k_setup(
 # Command line
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m transformer_ref.train",
@@ -222,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-steps", type=int, default=None, help="override the preset")
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="override the preset's training time budget")
+    parser.add_argument("--eval-every", type=_non_negative_int, default=None, metavar="N",
+                        help="override the preset's evaluation interval: evaluate every N "
+                             "steps (0: only at the end)")
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
@@ -251,7 +263,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     dist_info, device = init_distributed(args.device)
     preset_name = args.preset or ("gpu" if device.type == "cuda" else "cpu")
     preset = get_preset(args.task, preset_name, max_steps=args.max_steps,
-                        max_minutes=args.max_minutes, seed=args.seed)
+                        max_minutes=args.max_minutes, eval_every=args.eval_every,
+                        seed=args.seed)
     out = args.out or Path("runs") / f"{args.task}-{preset_name}"
     resume_from = _check_out_dir(out, args.task, args.resume)
     log = print if dist_info.is_main else (lambda _msg: None)

@@ -91,7 +91,17 @@ class TrainConfig:
 
 @dataclass
 class TrainResult:
-    """What :func:`fit` reports."""
+    """What :func:`fit` reports.
+
+    Attributes:
+        step: optimizer steps taken in all (earlier runs included on resume).
+        train_seconds: time spent in training steps, evaluation excluded.
+        tokens, tokens_per_second: target tokens trained on, and their rate.
+        metrics: the last evaluation's metrics.
+        history: one dict per evaluation of this run: ``step``, ``train_seconds`` (so far),
+            ``train_loss`` (recent mean) and the evaluation's metrics.
+        stopped_early: ``stop_when`` or the time budget ended training.
+    """
 
     step: int
     train_seconds: float
@@ -306,7 +316,8 @@ def fit(
         config: optimisation settings.
         device: where the model lives.
         evaluate: called with the plain model in eval mode every ``config.eval_every`` steps
-            and at the end, on the main process; returns metrics.
+            and at the end, on the main process; returns metrics. Each call adds its metrics to
+            ``history`` with the step and the training seconds so far (``train_seconds``).
         stop_when: given those metrics, returns True to stop early.
         checkpoint_path: where to save (every ``save_every`` steps and at the end).
         resume: continue from ``checkpoint_path`` (model, optimizer, schedule, step, random
@@ -371,7 +382,10 @@ def fit(
             with torch.no_grad():
                 result.metrics = dict(evaluate(plain))
             plain.train()
-            result.history.append({"step": step, "train_loss": recent_loss, **result.metrics})
+            # Training seconds (evaluation excluded, earlier runs included on resume) give a
+            # quality-against-time curve.
+            result.history.append({"step": step, "train_seconds": seconds_done + elapsed_training,
+                                   "train_loss": recent_loss, **result.metrics})
             shown = ", ".join(f"{k} {v:.4g}" for k, v in result.metrics.items())
             say(f"step {step}: train loss {recent_loss:.3f}, {shown}")
             stop = stop_when is not None and stop_when(result.metrics)
