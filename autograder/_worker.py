@@ -27,9 +27,11 @@ import os
 import re
 import resource
 import shutil
+import signal
 import stat
 import struct
 import sys
+import threading
 import traceback
 from typing import Any, BinaryIO
 
@@ -43,6 +45,8 @@ MAX_FRAME = 256 * 1024 * 1024
 # Output bytes each cell may still show after the notebook's output limit was reached.
 CELL_ALLOWANCE = 2000
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Solution cells are compiled under this file name prefix, which tells their frames apart.
+LEARNER_FILE = "<cell "
 
 
 # ----------------------------------------------------------------------------- isolation
@@ -211,6 +215,7 @@ def _execute(spec: dict[str, Any], spec_path: str, notebook_text: str) -> dict[s
     """Run the notebook with nbclient; return the notebook and per-cell outcomes as JSON."""
     import time
 
+    sys.modules.setdefault("rfc3987_syntax", None)  # a slow import nbformat has no use for
     import nbformat
     from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
@@ -388,26 +393,49 @@ def read_frame(stream: BinaryIO) -> tuple[dict[str, Any], list[bytes]] | None:
 # ----------------------------------------------------------------------------- functions mode
 
 
-class _Blocker:
-    """A meta-path finder that refuses the grader's packages and records who asked."""
+def _learner_on_stack() -> bool:
+    """Whether a solution cell's code is among the callers of the current frame."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(LEARNER_FILE):
+            return True
+        frame = frame.f_back
+    return False
 
-    def __init__(self, blocked: list[str]) -> None:
+
+class _Blocker:
+    """A meta-path finder that refuses the grader's packages and records who asked.
+
+    With ``learner_only`` it refuses only imports that learner code started, so that the
+    grader's own checks (which run in the same process in ``checks`` mode) still import.
+    """
+
+    def __init__(self, blocked: list[str], learner_only: bool = False) -> None:
         self.blocked = blocked
+        self.learner_only = learner_only
         self.attempts: list[str] = []
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-        if name.split(".")[0] in self.blocked:
+        if name.split(".")[0] in self.blocked and (
+                not self.learner_only or _learner_on_stack()):
             self.attempts.append(name)
             raise ModuleNotFoundError(f"No module named {name!r} (not available here)")
 
 
-def _provide_building_blocks(spec: dict[str, Any]) -> dict[str, Any]:
+def _provide_setup(spec: dict[str, Any]) -> dict[str, Any]:
+    """A namespace holding what the spec's setup gives: the imports of earlier building
+    blocks, and the helpers the course's own cells define."""
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
-    for statement in spec["imports"]:
+    for statement in spec["imports"] + spec["definitions"]:
         try:
             exec(compile(statement, "<setup>", "exec"), namespace)
         except Exception:  # a missing optional module is the learner's NameError later
             traceback.print_exc()
+    return namespace
+
+
+def _provide_building_blocks(spec: dict[str, Any]) -> dict[str, Any]:
+    namespace = _provide_setup(spec)
     # The reference of the graded functions must not be reachable through a provided block's
     # module globals, so drop those names from every loaded module of the reference package.
     for name, module in list(sys.modules.items()):
@@ -428,19 +456,39 @@ def _error_reply(exc: BaseException) -> dict[str, Any]:
     return {"error": type(exc).__name__, "message": str(exc)}
 
 
-def _serve(spec: dict[str, Any], namespace: dict[str, Any], blocker: _Blocker,
-           inp: BinaryIO, out: BinaryIO) -> None:
+def _run_cells(spec: dict[str, Any], namespace: dict[str, Any],
+               blocker: _Blocker) -> list[dict[str, Any]]:
+    """Execute the solution cells in ``namespace``; per cell its error and blocked imports.
+
+    A cell that runs past ``cell_timeout_s`` is interrupted with a TimeoutError, so that an
+    endless loop costs that cell only (the grader's own deadline covers a loop that swallows
+    the exception).
+    """
+    timeout = spec["limits"]["cell_timeout_s"]
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"the cell ran past the time limit of {timeout:g} s")
+
+    signal.signal(signal.SIGALRM, interrupt)
     cells = []
     for cell in spec["cells"]:
         start = len(blocker.attempts)
         error = None
         try:
-            exec(compile(cell["source"], f"<cell {cell['name']}>", "exec"), namespace)
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+            exec(compile(cell["source"], f"{LEARNER_FILE}{cell['name']}>", "exec"), namespace)
         except BaseException as exc:  # noqa: BLE001 - learner code may raise anything
             error = _error_reply(exc)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
         cells.append({"name": cell["name"], "error": error,
                       "blocked": blocker.attempts[start:]})
-    write_frame(out, {"ready": True, "cells": cells}, [])
+    return cells
+
+
+def _serve(spec: dict[str, Any], namespace: dict[str, Any], blocker: _Blocker,
+           inp: BinaryIO, out: BinaryIO) -> None:
+    write_frame(out, {"ready": True, "cells": _run_cells(spec, namespace, blocker)}, [])
     while True:
         frame = read_frame(inp)
         if frame is None:
@@ -490,6 +538,185 @@ def _run_functions(spec_path: str) -> None:
     _serve(spec, namespace, blocker, inp, out)
 
 
+# ----------------------------------------------------------------------------- checks mode
+
+
+def _package_dirs(packages: list[str]) -> tuple[str, ...]:
+    folders = []
+    for name in packages:
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "__file__", None):
+            folders.append(os.path.dirname(os.path.abspath(module.__file__)) + os.sep)
+    return tuple(folders)
+
+
+def _codes_of(value: Any) -> set[Any]:
+    """Code objects of a reference: a function, or the methods a class defines."""
+    functions = [value]
+    if isinstance(value, type):
+        functions = [f for attribute in vars(value).values()
+                     for f in (attribute, getattr(attribute, "__func__", None),
+                               getattr(attribute, "fget", None))]
+    return {f.__code__ for f in functions if hasattr(f, "__code__")}
+
+
+class _ReferenceGuard:
+    """Records every call that learner code makes to the reference of an exercise.
+
+    A global trace function (it sees each new Python frame, never lines) looks at calls of
+    the ``watched`` code objects (``code -> exercise id``): when the nearest caller that is
+    either learner code or the course's code is learner code, the call is recorded under that
+    exercise. Calls made by the grader's checks are not, nor calls of what the checks hand to
+    the learner's code (a model to decode with). A chapter may let one exercise build on the
+    reference of another (an encoder layer on the reference attention): only calls of an
+    exercise's own reference cost that exercise its credit.
+    """
+
+    def __init__(self, package_dirs: tuple[str, ...], watched: dict[Any, str]) -> None:
+        self.package_dirs, self.watched = package_dirs, watched
+        self.calls: list[tuple[str, str]] = []
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> None:
+        code = frame.f_code
+        if event != "call" or code not in self.watched:
+            return None
+        caller = frame.f_back
+        while caller is not None:
+            filename = caller.f_code.co_filename
+            if filename.startswith(LEARNER_FILE):
+                where = f"{code.co_qualname} ({os.path.basename(code.co_filename)})"
+                self.calls.append((self.watched[code], where))
+                break
+            if filename.startswith(self.package_dirs):
+                break
+            caller = caller.f_back
+        return None
+
+    def install(self) -> None:
+        threading.settrace(self)
+        sys.settrace(self)
+
+    def active(self) -> bool:
+        return sys.gettrace() is self
+
+
+def _snapshot(modules: list[Any]) -> dict[str, Any]:
+    """Every callable attribute of ``modules`` (modules or classes), by qualified name."""
+    table = {}
+    for owner in modules:
+        prefix = getattr(owner, "__name__", repr(owner))
+        for name, value in list(vars(owner).items()):
+            if callable(value):
+                table[f"{prefix}.{name}"] = value
+    return table
+
+
+def _changed(before: dict[str, Any], modules: list[Any]) -> list[str]:
+    """Names in ``before`` now bound to another object or gone (new names are allowed: some
+    modules add attributes lazily)."""
+    after = _snapshot(modules)
+    return sorted(k for k, v in before.items() if after.get(k) is not v)
+
+
+def _grader_modules(spec: dict[str, Any]) -> list[Any]:
+    """What the checks rely on and learner code must leave alone."""
+    import builtins
+    import math
+
+    import numpy.linalg
+    import numpy.testing
+    import torch
+    import torch.nn.functional
+
+    owners: list[Any] = [builtins, math, np, numpy.linalg, numpy.testing, torch, torch.nn,
+                         torch.nn.functional, torch.Tensor, torch.nn.Module, sys]
+    owners += [m for name, m in sorted(sys.modules.items())
+               if name.split(".")[0] in spec["blocked"] and m is not None]
+    return owners
+
+
+def _load_checks(spec: dict[str, Any]) -> tuple[Any, dict[str, str], list[Any]]:
+    """Import the checks, the references and every module they import lazily, before any
+    learner code runs (the packages' folders are hidden afterwards)."""
+    import importlib
+    import pkgutil
+
+    import torch
+
+    torch.set_num_threads(1)
+    from autograder.registry import get_exercise, grade_function
+
+    for package in spec["preload"]:
+        module = importlib.import_module(package)
+        for info in pkgutil.iter_modules(module.__path__, f"{package}."):
+            if info.name.rsplit(".", 1)[1] not in spec["skip_preload"]:
+                importlib.import_module(info.name)
+    names = dict(zip(spec["exercise_ids"], spec["exercise_names"], strict=True))
+    references = [get_exercise(exercise_id).load_reference() for exercise_id in names]
+    return grade_function, names, references
+
+
+def _run_checks(spec_path: str) -> None:
+    """Mode ``checks``: run the registered checks here, on the learner's solution cells.
+
+    For PyTorch exercises, whose checks need live modules, this process holds the grader's
+    checks and the learner's code at once; what keeps it honest is that the checks and the
+    references load first, that learner imports of the course's packages fail and are
+    recorded, that learner calls into them are traced, and that any change to the functions
+    the checks rely on (NumPy, torch, builtins, the course's modules) is reported.
+    """
+    with open(spec_path) as f:
+        spec = json.load(f)
+    inp = os.fdopen(os.dup(0), "rb")
+    out = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    grade_function, names, references = _load_checks(spec)
+    namespace = _provide_setup(spec)
+    package_dirs = _package_dirs(spec["blocked"])
+    watched = {code: exercise_id for exercise_id, reference in zip(names, references,
+                                                                     strict=True)
+               for code in _codes_of(reference)}
+    owners = _grader_modules(spec)
+    before = _snapshot(owners)
+    blocker = _Blocker(spec["blocked"], learner_only=True)
+    sys.meta_path.insert(0, blocker)
+    guard = _ReferenceGuard(package_dirs, watched)
+    isolate(spec)
+    confine(spec)
+    guard.install()
+    cells = _run_cells(spec, namespace, blocker)
+    write_frame(out, {"ready": True, "cells": cells}, [])
+    while (frame := read_frame(inp)) is not None:
+        exercise_id = frame[0]["check"]
+        start_blocked = len(blocker.attempts)
+        fn = namespace.get(names[exercise_id])
+        reply: dict[str, Any] = {"missing": fn is None, "name": names[exercise_id]}
+        if fn is not None:
+            result = grade_function(exercise_id, fn, hidden=True)
+            reply.update(passed=result.passed, message=result.message,
+                         own=_is_own(fn, package_dirs))
+        reply.update(blocked=blocker.attempts[start_blocked:],
+                     reference_calls=sorted({where for owner, where in guard.calls
+                                             if owner == exercise_id}),
+                     tampered=_changed(before, owners), traced=guard.active())
+        write_frame(out, reply, [])
+
+
+def _is_own(fn: Any, package_dirs: tuple[str, ...]) -> bool:
+    """Whether ``fn`` (a function or a class) comes from the solution cells, not from the
+    course's packages (a reference class, or a class built on one)."""
+    for klass in (fn.__mro__ if isinstance(fn, type) else (fn,)):
+        code = getattr(klass, "__code__", None)
+        name = getattr(klass, "__module__", None) or "__main__"  # cells run as __main__
+        path = "" if name == "__main__" else getattr(sys.modules.get(name), "__file__", "")
+        if (code is not None and code.co_filename.startswith(package_dirs)) or (
+                path.startswith(package_dirs)):
+            return False
+    return True
+
+
 def main(argv: list[str]) -> int:
     mode, spec_path = argv[0], argv[1]
     if mode == "notebook":
@@ -498,8 +725,11 @@ def main(argv: list[str]) -> int:
         _exec_confined(spec_path, argv[3:])
     elif mode == "functions":
         _run_functions(spec_path)
+    elif mode == "checks":
+        _run_checks(spec_path)
     else:
-        raise ValueError(f"unknown mode {mode!r}; expected notebook, confine or functions")
+        raise ValueError(f"unknown mode {mode!r}; expected notebook, confine, functions or "
+                         "checks")
     return 0
 
 

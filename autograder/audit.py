@@ -20,6 +20,8 @@ secret         reads ``AUTOGRADER_SECRET``
 process        subprocesses, ``os.system``, ``ctypes``, ``multiprocessing``
 network        ``socket``, ``urllib``, ``http``, ``requests`` and friends
 shell-escape   IPython shell commands and magics that run code outside the kernel's Python
+introspection  trace or profile hooks, frames, ``gc`` object walks, ``__subclasses__`` or
+               ``__globals__``: ways to reach objects (the reference) without naming them
 ============== =================================================================================
 
 A cell that does not parse cannot run, so it cannot do harm; it is still searched as text, and
@@ -53,6 +55,7 @@ SECRET = "secret"
 PROCESS = "process"
 NETWORK = "network"
 SHELL = "shell-escape"
+INTROSPECTION = "introspection"
 UNREADABLE = "unreadable"
 
 PROCESS_MODULES = frozenset({"subprocess", "ctypes", "cffi", "pty", "multiprocessing", "pexpect",
@@ -83,6 +86,13 @@ _IMPORT_CALLS = frozenset({
 })
 _DYNAMIC_CALLS = frozenset({"exec", "eval", "compile", "builtins.exec", "builtins.eval",
                             "builtins.compile"})
+_INTROSPECTION_CALLS = frozenset({
+    "sys.settrace", "sys.setprofile", "sys.gettrace", "sys.getprofile", "sys._getframe",
+    "threading.settrace", "threading.setprofile", "inspect.currentframe", "inspect.stack",
+    "inspect.getmembers", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+})
+_INTROSPECTION_ATTRIBUTES = frozenset({"__subclasses__", "__globals__", "f_globals", "f_back",
+                                       "f_locals", "tb_frame", "gi_frame"})
 _SYS_PATH = frozenset({"sys.path", "sys.meta_path", "sys.path_hooks", "sys.modules"})
 # Subscript stores into these (``sys.modules["numpy"] = ...``) change what every import sees.
 _GLOBAL_STATE = ("sys.modules", "builtins", "os.environ", "autograder", "numpy",
@@ -381,6 +391,9 @@ class _Auditor(ast.NodeVisitor):
             self.add(node, PROCESS, f"calls {name}, which runs another program")
         elif name in _IMPORT_CALLS:
             self.add(node, IMPORT_TRICK, f"calls {name}, which loads code by name or path")
+        elif name in _INTROSPECTION_CALLS:
+            self.add(node, INTROSPECTION, f"calls {name}, which reaches objects and frames "
+                                          "that the notebook did not define")
         elif name in _DYNAMIC_CALLS:
             self.add(node, DYNAMIC_CODE, f"calls {last}, which runs code built from a string")
         elif name in _CHDIR_CALLS or name == "pathlib.Path.chdir":
@@ -428,6 +441,9 @@ class _Auditor(ast.NodeVisitor):
                                       f"defines {name.rsplit('.', 1)[-1]}")
         if name in _SYS_PATH and isinstance(node.ctx, ast.Load):
             self._check_sys_path_use(node, name)
+        if node.attr in _INTROSPECTION_ATTRIBUTES:
+            self.add(node, INTROSPECTION, f"uses .{node.attr}, which reaches objects the "
+                                          "notebook did not define")
         if node.attr in ("parent", "parents") and self._from_path(node.value):
             self.add(node, FILE_ACCESS, "walks up from the notebook's folder with "
                                         f".{node.attr}")

@@ -9,9 +9,9 @@ notebooks and gradebook are never touched:
 1. copy the source notebooks of the NumPy chapters and release them with nbgrader;
 2. write the sample class (:mod:`autograder.sample_class`): honest, partial, buggy and
    untouched work, cheaters and broken files, with the grades they should get;
-3. collect it, autograde it with ``--jobs`` workers, write feedback pages and the grades CSV;
-4. audit every submission (:mod:`autograder.audit`);
-5. print a table (learner, chapter, score, expected score, flags) and whether every result
+3. collect it, autograde it with ``--jobs`` workers (grading audits every submission, see
+   :mod:`autograder.audit`), write feedback pages and the grades CSV;
+4. print a table (learner, chapter, score, expected score, flags) and whether every result
    is as expected. The exit status is 0 only then.
 """
 
@@ -42,7 +42,7 @@ class DemoRow:
     score: float
     max_score: float
     expected_score: float
-    flags: tuple[str, ...]  # pipeline flag codes, then "audit:<code>" findings
+    flags: tuple[str, ...]  # flag codes, "audit:<category>" for the audit's findings
 
 
 @dataclass
@@ -74,11 +74,11 @@ def grade_class(
     class_dir: Path, course_root: Path, chapters: list[str], *, jobs: int,
     expected: list[Expected], limits=None,
 ) -> DemoResult:
-    """Collect, autograde, write feedback and the grades CSV, audit; compare with ``expected``.
+    """Collect, autograde (audit included), write feedback and the grades CSV; compare with
+    ``expected``.
 
     ``limits`` are the sandbox limits (:class:`autograder.sandbox.Limits`; default: its own).
     """
-    from autograder.audit import audit_submissions
     from autograder.collect import collect
     from autograder.feedback import generate_feedback
     from autograder.grading import autograde
@@ -91,15 +91,12 @@ def grade_class(
     feedback = generate_feedback(chapters, root=course_root, course_dir=course_dir)
     grades_csv = course_dir / "grades.csv"
     export_csv(grades_csv, root=course_root, course_dir=course_dir)
-    findings: dict[tuple[str, str], list[str]] = {}
-    for learner, chapter, finding in audit_submissions(course_dir, chapters, root=course_root):
-        findings.setdefault((learner, chapter), []).append(f"audit:{finding.code}")
 
     by_key = {(e.learner, e.chapter): e for e in expected}
     rows = []
     for summary in summaries:
         key = (summary.student, summary.chapter)
-        codes = [f.code for f in summary.flags] + findings.get(key, [])
+        codes = [f.code for f in summary.flags]
         wanted = by_key.get(key)
         rows.append(DemoRow(summary.student, summary.chapter, wanted.kind if wanted else "?",
                             summary.score, summary.max_score,

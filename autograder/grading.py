@@ -1,6 +1,6 @@
 """Autograde collected submissions without trusting the learner's kernel.
 
-For each learner, in a worker process of its own (``python -m autograder.grading TASK OUT``):
+For each learner (:func:`grade_submission`):
 
 1. read the submitted notebook (broken JSON, an empty notebook or another chapter's notebook
    end here, with a flag, and score 0);
@@ -8,13 +8,16 @@ For each learner, in a worker process of its own (``python -m autograder.grading
    put the hidden tests of the source notebook back into them;
 3. execute the restored copy in the sandbox (:func:`execute_notebook`);
 4. verify every graded function outside the kernel (:func:`verify_exercises`); a graded cell
-   the kernel passed but the verification does not confirm scores 0 and is flagged;
+   the kernel passed but the verification does not confirm scores 0 and is flagged; the
+   static audit's findings (:mod:`autograder.audit`) become ``audit:<category>`` flags;
 5. remove what learners must not see (hidden tests, tracebacks of graded cells) and return the
    notebook with the flags.
 
-The main process (:func:`autograde`) runs up to ``jobs`` workers at once and alone writes the
-results: the autograded notebook, the gradebook (nbgrader's rule scores each graded cell from
-its outputs) and the flag file. A worker that crashes or hangs costs only its learner.
+:func:`autograde` grades up to ``jobs`` learners at once, in threads: learner code only ever
+runs in sandboxed child processes with their own deadlines, so the grading process itself needs
+no start-up per learner. The thread that collects the results alone writes them: the
+autograded notebook, the gradebook (nbgrader's rule scores each graded cell from its outputs)
+and the flag file. An error while grading one learner costs only that learner.
 """
 
 from __future__ import annotations
@@ -24,9 +27,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -40,12 +40,11 @@ from nbformat import NotebookNode
 from autograder.checking import DEVELOPMENT_SECRET, SECRET_ENV
 from autograder.course import ROOT, course_config
 from autograder.integrity import Flag
-from autograder.sandbox import GRACE_S, ExecutionResult, Limits
+from autograder.registry import all_exercises
+from autograder.sandbox import ExecutionResult, Limits
 
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 _EXERCISE_CALL = re.compile(r'check\(\s*"(?P<id>ch\d\d\.\w+)"')
-# Seconds a worker gets beyond the sandbox's own limits (start-up, verification, writing).
-WORKER_MARGIN_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -200,6 +199,17 @@ def _wrong_chapter(nb: NotebookNode, source_nb: NotebookNode, chapter: str) -> s
     return None
 
 
+def audit_flags(nb: NotebookNode, release_nb: NotebookNode) -> list[Flag]:
+    """The static audit's findings as flags ``audit:<category>``, for a human to review;
+    they change no score."""
+    from autograder.audit import audit_notebook
+
+    return [Flag(f"audit:{f.code}", f"cell {f.cell}",
+                 f"cell {f.cell}, line {f.line}: {f.reason} (found by the audit, for a human "
+                 "to review; the score does not depend on it)")
+            for f in audit_notebook(nb, release=release_nb)]
+
+
 def kernel_secret(student: str, chapter: str) -> str:
     """The secret given to the learner's kernel: fixed per learner (idempotent re-runs) and
     derived one way from the grader's secret, which the kernel never sees."""
@@ -263,7 +273,7 @@ def grade_submission(task: Task) -> Outcome:
     # The course folder and the solutions may lie outside the repository (tests, other hosts).
     hidden = [task.course_dir, str(root / "solutions")]
     restored, flags = restore_test_cells(nb, release_nb)
-    flags = list(flags)
+    flags = list(flags) + audit_flags(nb, release_nb)
     with_hidden_tests(restored, source_nb)
     with tempfile.TemporaryDirectory(prefix=f"grade-{task.student}-") as workdir:
         for item in release_dir.iterdir():  # data files the chapter needs, from the release
@@ -312,58 +322,26 @@ def _unique(flags: Iterable[Flag]) -> list[Flag]:
     return list(dict.fromkeys(flags))
 
 
-# ------------------------------------------------------------------ worker processes
+# ------------------------------------------------------------------ one learner, safely
 
 
-def _outcome_to_json(outcome: Outcome) -> str:
-    return json.dumps(asdict(outcome))
+def grade_safely(task: Task) -> Outcome:
+    """:func:`grade_submission`, with any unexpected error ending as this learner's flag.
 
-
-def _outcome_from_json(text: str) -> Outcome:
-    data = json.loads(text)
-    data["flags"] = [Flag(**f) for f in data["flags"]]
-    return Outcome(**data)
-
-
-def _worker_timeout(task: Task, n_exercises: int) -> float:
-    """A bound no honest grading reaches: the notebook's limit, plus verification, which may
-    restart its sandboxed process once per exercise and rerun the solution cells each time."""
-    limits = Limits(**task.limits)
-    verification = n_exercises * (2 * n_exercises * limits.cell_timeout_s + GRACE_S)
-    return limits.notebook_timeout_s + GRACE_S + verification + WORKER_MARGIN_S
-
-
-def run_worker(task: Task, n_exercises: int) -> Outcome:
-    """Grade ``task`` in a fresh Python process; its crash or hang fails this learner only."""
-    with tempfile.TemporaryDirectory(prefix="grade-task-") as folder:
-        task_path, out_path = Path(folder, "task.json"), Path(folder, "outcome.json")
-        task_path.write_text(json.dumps(asdict(task)), encoding="utf-8")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "autograder.grading", str(task_path), str(out_path)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            log, _ = process.communicate(timeout=_worker_timeout(task, n_exercises))
-            reason = f"the grader process stopped with status {process.returncode}"
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            log, _ = process.communicate()
-            reason = "the grader process ran past its time limit and was stopped"
-        if process.returncode == 0 and out_path.is_file():
-            return _outcome_from_json(out_path.read_text(encoding="utf-8"))
-    tail = log.decode("utf-8", "replace").strip().splitlines()[-5:]
+    Learner code never runs in this process (only in sandboxed children with their own
+    deadlines), so learners are graded in threads of the grading process: no start-up cost
+    per learner, and one learner's failure still leaves the others alone.
+    """
+    started = time.monotonic()
+    try:
+        return grade_submission(task)
+    except Exception as exc:  # a bug or an odd file must not stop the class
+        message = f"grading failed: {type(exc).__name__}: {exc}"
     root = Path(task.root)
     release = nbformat.read(root / "notebooks" / task.chapter / f"{task.chapter}.ipynb",
                             as_version=4)
-    message = f"{reason}: {' / '.join(tail)}" if tail else reason
     return Outcome(task.student, task.chapter, nbformat.writes(placeholder(release, message)),
-                   [Flag("grading_error", None, message)])
-
-
-def _worker_main(task_path: str, out_path: str) -> int:
-    task = Task(**json.loads(Path(task_path).read_text(encoding="utf-8")))
-    outcome = grade_submission(task)
-    Path(out_path).write_text(_outcome_to_json(outcome), encoding="utf-8")
-    return 0
+                   [Flag("grading_error", None, message)], time.monotonic() - started)
 
 
 # ------------------------------------------------------------------ the whole class
@@ -405,7 +383,7 @@ def autograde(
         chapters: chapter ids.
         root: the course root (``solutions/``, ``notebooks/``).
         course_dir: the nbgrader course folder; ``<root>/autograder/course`` by default.
-        jobs: learners graded at once (each in its own worker process).
+        jobs: learners graded at once (each runs its own sandboxed processes).
         students: only these student ids (default: all with a submission).
         limits: sandbox limits (default: :class:`Limits`).
         progress: called with the number of tasks, returns an object with ``update(n)`` and
@@ -426,12 +404,11 @@ def autograde(
     course_dir = Path(course_dir).resolve() if course_dir else root / "autograder" / "course"
     config = course_config(root, course_dir)
     limits = limits or Limits()
-    tasks, n_exercises = [], {}
+    all_exercises()  # load the checks once, before the threads share them
+    tasks = []
     for chapter in chapters:
         if not ensure_chapter(config, chapter):
             generate([chapter], root, course_dir)  # records the chapter's cells in the gradebook
-        n_exercises[chapter] = len(exercise_ids(nbformat.read(
-            root / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)))
         tasks += [Task(student, chapter,
                        str(course_dir / "submitted" / student / chapter / f"{chapter}.ipynb"),
                        str(root), str(course_dir), asdict(limits))
@@ -440,7 +417,7 @@ def autograde(
     bar = progress(len(tasks)) if progress else None
     results = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(run_worker, task, n_exercises[task.chapter]) for task in tasks]
+        futures = [pool.submit(grade_safely, task) for task in tasks]
         for future in as_completed(futures):
             outcome = future.result()
             try:
@@ -482,6 +459,3 @@ def _store(outcome: Outcome, config, course_dir: Path, save_grades, write_flags)
     return Summary(student, chapter, float(sum(s for s, _ in scored)),
                    float(sum(m for _, m in scored)), flags, outcome.seconds)
 
-
-if __name__ == "__main__":
-    sys.exit(_worker_main(*sys.argv[1:]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import hashlib
 import os
 import re
 import select
@@ -25,6 +26,7 @@ import numpy as np
 from nbformat import NotebookNode
 
 from autograder import _worker as wire
+from autograder.checking import DEVELOPMENT_SECRET, SECRET_ENV
 from autograder.course import ROOT, SOURCE_DIRECTORY
 from autograder.registry import CHAPTERS, CheckResult, all_exercises, grade_function
 from autograder.sandbox import GRACE_S, Job, Limits, kill, new_job, runner_env
@@ -34,6 +36,8 @@ BLOCKED_PACKAGES = ("transformer_ref", "autograder", "solutions")
 # Setup imports that solutions never need and that only slow the worker down.
 SKIPPED_IMPORTS = ("matplotlib", "transformer_ref.plots", "IPython")
 FIRST_TORCH_CHAPTER = 7
+# Modules of the reference that no check uses; the ``checks`` worker does not preload them.
+UNUSED_BY_CHECKS = ("train", "translate", "plots", "data", "tokenizer", "metrics")
 _MENTIONS_BLOCKED = re.compile(r"\b(" + "|".join(BLOCKED_PACKAGES) + r")\b")
 
 
@@ -199,12 +203,12 @@ class WorkerFailedError(RuntimeError):
 class _Worker:
     """The sandboxed process that runs a submission's solution cells and answers calls."""
 
-    def __init__(self, job: Job, limits: Limits) -> None:
+    def __init__(self, job: Job, limits: Limits, mode: str = "functions") -> None:
         self.job, self.limits = job, limits
         self.log = job.path / "result" / "worker.log"
         with open(self.log, "wb") as err:
             self.process = subprocess.Popen(
-                job.command("functions"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                job.command(mode), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=err, start_new_session=True, env=runner_env())
         self.failure: str | None = None
 
@@ -254,6 +258,12 @@ class _Worker:
         except TypeError as exc:
             raise WorkerFailedError(f"the grader cannot send {exc} to the sandboxed process; "
                                 "this exercise needs a human") from None
+        return self.request(header, blobs)
+
+    def request(self, header: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
+        """Send one message and return the answer (its blobs under ``"_blobs"``)."""
+        if self.failure:
+            raise WorkerFailedError(self.failure)
         try:
             assert self.process.stdin is not None
             wire.write_frame(self.process.stdin, header, blobs)
@@ -347,6 +357,31 @@ def _setup_imports(source_nb: NotebookNode, exercise_names: set[str]) -> list[st
     return statements
 
 
+def _setup_definitions(source_nb: NotebookNode, exercise_names: set[str]) -> list[str]:
+    """Ordinary code cells of the source notebook that only define functions or classes (a
+    helper the solutions call); definitions of the graded names themselves are left out."""
+    sources = []
+    for cell in source_nb.cells:
+        if cell.cell_type != "code" or _nbgrader(cell):
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        kinds = (ast.FunctionDef, ast.ClassDef)
+        if tree.body and all(isinstance(n, kinds) and n.name not in exercise_names
+                             for n in tree.body):
+            sources.append(cell.source)
+    return sources
+
+
+def _check_secret(chapter: str) -> str:
+    """The secret the ``checks`` worker draws hidden inputs from: derived one way from the
+    grader's, so that learner code running beside the checks never sees the real one."""
+    secret = os.environ.get(SECRET_ENV) or DEVELOPMENT_SECRET
+    return hashlib.sha256(f"{secret}\0verify\0{chapter}".encode()).hexdigest()
+
+
 def _solution_cells(nb: NotebookNode) -> list[dict[str, str]]:
     cells = []
     for index, cell in enumerate(nb.cells):
@@ -393,37 +428,44 @@ def verify_exercises(
 
     Returns:
         ``{exercise_id: VerifiedResult}`` for every registered exercise of the chapter.
-        PyTorch chapters (ch07 and later) give ``verified=False`` results saying that
-        verification outside the kernel is not supported yet.
 
     Raises:
         ValueError: unknown chapter.
+
+    PyTorch chapters (ch07 and later) need live modules, which cannot travel between
+    processes as arrays do: there the worker runs the checks itself (``checks`` mode of
+    :mod:`autograder._worker`), with the checks and the references loaded before the learner's
+    code, learner imports and calls of the course's packages refused or recorded, and any
+    change to the functions the checks rely on reported as tampering.
     """
     chapter = _chapter_id(chapter)
     exercises = [e for e in all_exercises() if e.chapter == chapter]
     prefix = chapter[:4]
-    if int(prefix[2:]) >= FIRST_TORCH_CHAPTER:
-        reason = (f"{prefix}: not verified outside the kernel (PyTorch chapters are not "
-                  "supported yet); the kernel's result needs a human's confirmation")
-        return {e.id: VerifiedResult(False, reason, verified=False,
-                                     flags=(Flag("not_verified", e.id, reason),))
-                for e in exercises}
     names = [e.id.split(".", 1)[1] for e in exercises]
+    # What the solution defines: the reference's name (``MultiHeadAttention`` for
+    # ``ch07.multi_head_attention``).
+    objects = [e.reference.partition(":")[2] for e in exercises]
     if source_nb is None:
         path = ROOT / SOURCE_DIRECTORY / chapter / f"{chapter}.ipynb"
         source_nb = nbformat.read(path, as_version=4) if path.is_file() else None
     cells = _solution_cells(submitted_nb)
+    torch_chapter = int(prefix[2:]) >= FIRST_TORCH_CHAPTER
     spec_extra = {
-        "imports": _setup_imports(source_nb, set(names)) if source_nb is not None else [],
-        "blocked": list(BLOCKED_PACKAGES), "exercise_names": names, "cells": cells,
+        "imports": _setup_imports(source_nb, set(objects)) if source_nb is not None else [],
+        "definitions": (_setup_definitions(source_nb, set(objects))
+                        if source_nb is not None else []),
+        "blocked": list(BLOCKED_PACKAGES), "exercise_names": objects, "cells": cells,
+        "exercise_ids": [e.id for e in exercises],
+        "preload": ["transformer_ref"], "skip_preload": list(UNUSED_BY_CHECKS),
     }
     hide = [*hide, ROOT / "transformer_ref", ROOT / "autograder"]
     static = {_owner(c["name"], names, prefix): c["name"] for c in cells
               if _MENTIONS_BLOCKED.search(c["source"])}
-    session = _Session(spec_extra, limits, hide)
+    session = _Session(spec_extra, limits, hide, mode="checks" if torch_chapter else "functions",
+                       secret=_check_secret(chapter) if torch_chapter else None)
     try:
-        return {e.id: session.grade(e.id, name, static.get(name))
-                for e, name in zip(exercises, names, strict=True)}
+        return {e.id: session.grade(e.id, name, obj, static.get(name))
+                for e, name, obj in zip(exercises, names, objects, strict=True)}
     finally:
         session.close()
 
@@ -432,37 +474,51 @@ class _Session:
     """Starts the worker on demand and again after it died."""
 
     def __init__(self, spec_extra: dict[str, Any], limits: Limits,
-                 hide: list[str | os.PathLike]) -> None:
+                 hide: list[str | os.PathLike], mode: str = "functions",
+                 secret: str | None = None) -> None:
         self.spec_extra, self.limits, self.hide = spec_extra, limits, hide
+        self.mode, self.secret = mode, secret
         self.worker: _Worker | None = None
         self.cells: list[dict[str, Any]] = []
+        # The solution cells themselves never finished: starting again would only repeat that.
+        self.start_failure: str | None = None
 
     def _start(self) -> _Worker:
-        job = new_job(self.limits, workdir=None, secret=None, hide=self.hide)
+        job = new_job(self.limits, workdir=None, secret=self.secret, hide=self.hide)
         job.spec.update(self.spec_extra)
         job.write_spec()
-        worker = _Worker(job, self.limits)
+        worker = _Worker(job, self.limits, self.mode)
         timeout = self.limits.cell_timeout_s * max(1, len(self.spec_extra["cells"])) + GRACE_S
         header, _ = worker.receive(timeout)
         self.cells = header["cells"]
         return worker
 
-    def grade(self, exercise_id: str, name: str, mentioned_in: str | None) -> VerifiedResult:
+    def grade(self, exercise_id: str, name: str, obj: str,
+              mentioned_in: str | None) -> VerifiedResult:
+        """Verify one exercise: ``name`` as in its solution cell's grade id, ``obj`` the name
+        the solution defines."""
         flags: list[Flag] = []
         blocked: list[str] = []
         try:
+            if self.start_failure:
+                raise WorkerFailedError(self.start_failure)
             if self.worker is None or self.worker.failure:
                 self.close()
                 self.worker = self._start()
         except WorkerFailedError as exc:
+            self.start_failure = str(exc)
             reason = f"{exercise_id}: not verified: {exc} while running the solution cells"
             return VerifiedResult(False, reason, flags=(Flag("worker_died", exercise_id,
                                                                reason),))
         for cell in self.cells:
             if cell["blocked"] and _owner(cell["name"], [name], exercise_id[:4]):
                 blocked += cell["blocked"]
-        result = grade_function(exercise_id, _make_proxy(self.worker, name, blocked), hidden=True)
-        passed, message = result.passed, result.message
+        if self.mode == "checks":
+            passed, message = self._check_here(exercise_id, blocked, flags)
+        else:
+            result = grade_function(exercise_id, _make_proxy(self.worker, obj, blocked),
+                                    hidden=True)
+            passed, message = result.passed, result.message
         if self.worker.failure:
             passed = False
             flags.append(Flag("worker_died", exercise_id, self.worker.failure))
@@ -474,6 +530,29 @@ class _Session:
             flags.append(Flag("imports_reference", exercise_id, reason))
             passed, message = False, f"{exercise_id}: no credit: {reason}. {message}"
         return VerifiedResult(passed, message, flags=tuple(flags))
+
+    def _check_here(self, exercise_id: str, blocked: list[str],
+                    flags: list[Flag]) -> tuple[bool, str]:
+        """Run the checks of ``exercise_id`` in the worker (``checks`` mode); extends
+        ``blocked`` with the course's code the learner reached and ``flags`` with tampering."""
+        assert self.worker is not None
+        try:
+            reply = self.worker.request({"check": exercise_id}, [])
+        except WorkerFailedError as exc:
+            return False, f"{exercise_id}: not verified: {exc} during the checks"
+        if reply.get("missing"):
+            return False, f"{exercise_id}: the solution cells do not define {reply['name']}"
+        blocked += reply["blocked"] + reply["reference_calls"]
+        if not reply["own"]:
+            blocked.append(f"{reply['name']} is the course's own object")
+        changed = reply["tampered"] + ([] if reply["traced"] else ["sys.settrace"])
+        if changed:
+            shown = ", ".join(changed[:5]) + (" ..." if len(changed) > 5 else "")
+            reason = (f"the solution replaced functions the grader relies on ({shown}); "
+                      "no credit, for a human to review")
+            flags.append(Flag("tampering", exercise_id, reason))
+            return False, f"{exercise_id}: no credit: {reason}"
+        return bool(reply["passed"]), str(reply["message"])
 
     def close(self) -> None:
         if self.worker is not None:

@@ -55,6 +55,11 @@ CASES = [
     ("x = 1\nimport urllib.request", 2, audit.NETWORK),
     ("x = 1\nfrom http.client import HTTPConnection", 2, audit.NETWORK),
     ("x = 1\nimport requests", 2, audit.NETWORK),
+    ("import sys\nsys.settrace(None)", 2, audit.INTROSPECTION),
+    ("import gc\nobjects = gc.get_objects()", 2, audit.INTROSPECTION),
+    ("from torch import nn\nclasses = nn.Module.__subclasses__()", 2, audit.INTROSPECTION),
+    ("import sys\ncaller = sys._getframe(1).f_globals", 2, audit.INTROSPECTION),
+    ("x = 1\ng = (lambda: 0).__globals__", 2, audit.INTROSPECTION),
     # IPython syntax: shell escapes and magics.
     ("x = 1\n!cat /etc/passwd", 2, audit.SHELL),
     ("x = 1\nfiles = !ls", 2, audit.SHELL),
@@ -107,6 +112,15 @@ def test_solution_cells_alone_have_no_findings(chapter: str) -> None:
 def test_honest_alternatives_have_no_findings(exercise: str) -> None:
     source = mutant_source(exercise, ALTERNATIVES[exercise])
     assert audit_notebook(notebook(source, chapter_check=exercise)) == []
+
+
+def test_subclassing_the_reference_of_a_graded_class_is_flagged() -> None:
+    nb = notebook("import transformer_ref.modules as ref",
+                  "class MultiHeadAttention(ref.MultiHeadAttention):\n    pass",
+                  chapter_check="ch07.multi_head_attention")
+    nb.cells[0].source = nb.cells[0].source.replace("softmax", "MultiHeadAttention")
+    found = [(f.cell, f.line, f.code) for f in audit.audit_notebook(nb)]
+    assert (2, 1, audit.REFERENCE) in found
 
 
 def test_harmless_magics_and_ordinary_code_are_not_flagged() -> None:

@@ -22,10 +22,10 @@ from autograder.grading import (
     _wrong_chapter,
     drop_unknown_grade_ids,
     exercise_ids,
+    grade_safely,
     graded_test_cells,
     kernel_secret,
     placeholder,
-    run_worker,
     strip_for_learners,
     with_hidden_tests,
 )
@@ -177,14 +177,14 @@ def test_store_writes_gradebook_and_csv_idempotently(course):
     assert (course_dir / "autograded" / "bob" / CH / f"{CH}.ipynb").is_file()
 
 
-def test_a_crashing_worker_fails_only_its_learner(tmp_path):
-    # A course root without solutions/: the worker process cannot start grading.
+def test_an_error_while_grading_fails_only_its_learner(tmp_path):
+    # A course root without solutions/: grading this learner cannot even start.
     shutil.copytree(ROOT / "notebooks" / CH, tmp_path / "notebooks" / CH)
     task = Task("alice", CH, str(tmp_path / "missing.ipynb"), str(tmp_path),
                 str(tmp_path / "course"), asdict(Limits()))
-    outcome = run_worker(task, n_exercises=4)
+    outcome = grade_safely(task)
     assert [f.code for f in outcome.flags] == ["grading_error"]
-    assert "stopped with status" in outcome.flags[0].reason
+    assert "FileNotFoundError" in outcome.flags[0].reason
     nb = nbformat.reads(outcome.notebook, as_version=4)
     assert all(determine_grade(c)[0] == 0 for c in graded_test_cells(nb))
 
