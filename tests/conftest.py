@@ -1,6 +1,9 @@
 """Shared fixtures: the project root and the Multi30k files that sit beside the project."""
 
+import importlib.util
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -25,3 +28,16 @@ def multi30k_dir() -> Path:
     if not (SHARED_MULTI30K / "SHA256SUMS").is_file():
         pytest.skip(f"Multi30k files not found at {SHARED_MULTI30K}")
     return SHARED_MULTI30K
+
+
+@pytest.fixture(scope="session")
+def benchmark_script() -> Callable[[str], ModuleType]:
+    """Import ``benchmarks/<name>.py`` by path (benchmarks/ is a folder of scripts, no package)."""
+
+    def load(name: str) -> ModuleType:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load

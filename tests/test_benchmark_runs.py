@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
@@ -16,22 +14,14 @@ from autograder.selfcheck import ExerciseOutcome, SelfCheckReport
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_script(name: str) -> ModuleType:
-    """Import ``benchmarks/<name>.py`` by path (benchmarks/ is a folder of scripts, no package)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture(scope="module")
+def tta(benchmark_script):
+    return benchmark_script("time_to_accuracy")
 
 
 @pytest.fixture(scope="module")
-def tta() -> ModuleType:
-    return load_script("time_to_accuracy")
-
-
-@pytest.fixture(scope="module")
-def notebook_times() -> ModuleType:
-    return load_script("notebook_times")
+def notebook_times(benchmark_script):
+    return benchmark_script("notebook_times")
 
 
 # ------------------------------------------------------------------ time to accuracy

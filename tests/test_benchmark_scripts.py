@@ -1,0 +1,93 @@
+"""The scripts that draw the README's figures, run end to end with tiny settings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from matplotlib.image import imread
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def assert_png(path: Path, min_width: int, min_height: int) -> None:
+    """``path`` is a PNG of at least the given size in pixels, and not a blank canvas."""
+    assert path.read_bytes()[:8] == PNG_SIGNATURE, f"{path} is not a PNG"
+    image = imread(path)  # (height, width, channels)
+    assert image.shape[0] >= min_height and image.shape[1] >= min_width, image.shape
+    assert image.std() > 0.05, f"{path} is (almost) one colour"
+
+
+@pytest.fixture
+def keep_threads() -> Iterator[None]:
+    """``--threads`` changes PyTorch's thread count for the whole process; put it back."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_attention_scaling_measures_both_paths(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], keep_threads: None, benchmark_script
+) -> None:
+    scaling = benchmark_script("attention_scaling")
+    plot, table = tmp_path / "scaling.png", tmp_path / "scaling.json"
+    # One thread: the CPU fused kernel's scratch buffers grow with the thread count.
+    results = scaling.main([
+        "--device", "cpu", "--lengths", "64,256", "--repeats", "1", "--threads", "1",
+        "--plot", str(plot), "--json", str(table),
+    ])
+
+    rows = results["rows"]
+    assert [row["n"] for row in rows] == [64, 256]
+    for row in rows:
+        for key in ("math_ms", "fused_ms", "math_mib", "fused_mib"):
+            assert row[key] > 0, (key, row)
+    largest = rows[-1]
+    # The math path keeps the (1, 8, n, n) float32 weights for the backward pass, so its peak
+    # is at least one such matrix; the fused path never builds one and needs less.
+    weights_mib = 8 * 256**2 * 4 / 2**20
+    assert largest["math_mib"] >= weights_mib
+    assert largest["fused_mib"] < largest["math_mib"]
+    # Quadrupling n multiplies the n x n matrices by 16; the fused path grows much less.
+    assert rows[1]["math_mib"] / rows[0]["math_mib"] > 8
+    assert rows[1]["fused_mib"] / rows[0]["fused_mib"] < 8
+
+    printed = capsys.readouterr().out
+    assert "math/fused" in printed
+    for row in rows:
+        assert any(line.split()[:1] == [str(row["n"])] for line in printed.splitlines())
+    assert json.loads(table.read_text()) == results
+    assert_png(plot, min_width=800, min_height=400)
+
+
+def test_attention_scaling_rejects_decreasing_lengths(tmp_path: Path, benchmark_script) -> None:
+    scaling = benchmark_script("attention_scaling")
+    with pytest.raises(SystemExit):
+        scaling.main(["--device", "cpu", "--lengths", "128,64", "--plot", str(tmp_path / "x.png")])
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_readme_figures_draws_encoding_and_translator_attention(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], benchmark_script
+) -> None:
+    figures = benchmark_script("readme_figures")
+    result = figures.main(["--out", str(tmp_path)])
+
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "positional_encoding.png", "translator_attention.png",
+    ]
+    assert sorted(result["figures"]) == sorted(tmp_path.iterdir())
+    assert_png(tmp_path / "positional_encoding.png", min_width=600, min_height=300)
+    assert_png(tmp_path / "translator_attention.png", min_width=1000, min_height=300)
+
+    # The shipped checkpoint's translation, as recorded in benchmarks/README.md.
+    assert result["translation"] == "A dog running through the grass."
+    assert "A dog running through the grass." in capsys.readouterr().out
+    weights = result["cross_attention"]
+    # 4 heads; 7 output tokens + EOS attend over 7 source tokens + EOS.
+    assert weights.shape == (4, 8, 8)
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-5)
