@@ -1,8 +1,8 @@
 """The process side of the sandbox; run as a script (``python -I _worker.py MODE SPEC``).
 
-It is started by :mod:`autograder.sandbox` (inside fresh namespaces when the machine allows)
-and imports only the standard library and NumPy, so that code running here cannot reach the
-grader's registry or checks through ``sys.modules``. Modes:
+It is started by :mod:`autograder.sandbox` (inside fresh namespaces when the machine allows).
+Apart from ``checks`` mode it imports only the standard library and NumPy, so that code running
+here cannot reach the grader's registry or checks through ``sys.modules``. Modes:
 
 ``notebook SPEC``
     isolate the file system, then execute a notebook with nbclient; the kernel starts through
@@ -14,6 +14,10 @@ grader's registry or checks through ``sys.modules``. Modes:
     import the building blocks the spec names, isolate, confine, execute the learner's
     solution cells, then answer call requests on its standard input/output (see
     :func:`read_frame` for the wire format).
+``checks SPEC``
+    for the PyTorch chapters: load the checks and the references first, then isolate,
+    confine, execute the solution cells, and run the registered checks of each exercise the
+    grader asks for, reporting reference use and tampering (see :func:`_run_checks`).
 
 The spec is a JSON file written by the grader into a folder only root can write.
 """
@@ -520,15 +524,20 @@ def _serve(spec: dict[str, Any], namespace: dict[str, Any], blocker: _Blocker,
         write_frame(out, reply, reply_blobs)
 
 
-def _run_functions(spec_path: str) -> None:
-    with open(spec_path) as f:
-        spec = json.load(f)
-    # Keep the protocol on private descriptors; the learner's prints go nowhere.
+def _protocol_streams() -> tuple[BinaryIO, BinaryIO]:
+    """Move the protocol to private descriptors; the learner's prints then go nowhere."""
     inp = os.fdopen(os.dup(0), "rb")
     out = os.fdopen(os.dup(1), "wb")
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
+    return inp, out
+
+
+def _run_functions(spec_path: str) -> None:
+    with open(spec_path) as f:
+        spec = json.load(f)
+    inp, out = _protocol_streams()
     namespace = _provide_building_blocks(spec)
     blocker = _Blocker(spec["blocked"])
     sys.meta_path.insert(0, blocker)
@@ -667,11 +676,7 @@ def _run_checks(spec_path: str) -> None:
     """
     with open(spec_path) as f:
         spec = json.load(f)
-    inp = os.fdopen(os.dup(0), "rb")
-    out = os.fdopen(os.dup(1), "wb")
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
+    inp, out = _protocol_streams()
     grade_function, names, references = _load_checks(spec)
     namespace = _provide_setup(spec)
     package_dirs = _package_dirs(spec["blocked"])

@@ -2,8 +2,9 @@
 
 :func:`restore_test_cells` puts locked cells (the graded test cells among them) back as the
 source notebook has them and names every change; :func:`verify_exercises` grades each
-function of a chapter in the trusted grader process, calling the learner's code in a separate
-sandboxed worker that cannot import the reference or the checks.
+function of a chapter outside the learner's kernel, in a separate sandboxed worker that runs
+only the solution cells and cannot import the reference (for the PyTorch chapters the checks
+run in that worker too; see :func:`verify_exercises`).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class Flag:
         code: a short machine-readable kind: ``"test_cell_edited"``, ``"test_cell_deleted"``,
             ``"test_cell_moved"``, ``"test_cell_repointed"``, ``"metadata_removed"``,
             ``"cell_added"``, ``"locked_cell_edited"``, ``"imports_reference"``,
-            ``"worker_died"``, ``"not_verified"``, ...
+            ``"tampering"``, ``"worker_died"``, ``"audit:<category>"``, ...
         cell: the grade id (or cell id) concerned, or ``None`` for the whole notebook.
         reason: one or two sentences for a human.
     """
@@ -508,8 +509,8 @@ class _Session:
         except WorkerFailedError as exc:
             self.start_failure = str(exc)
             reason = f"{exercise_id}: not verified: {exc} while running the solution cells"
-            return VerifiedResult(False, reason, flags=(Flag("worker_died", exercise_id,
-                                                               reason),))
+            return VerifiedResult(False, reason, verified=False,
+                                  flags=(Flag("worker_died", exercise_id, reason),))
         for cell in self.cells:
             if cell["blocked"] and _owner(cell["name"], [name], exercise_id[:4]):
                 blocked += cell["blocked"]

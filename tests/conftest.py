@@ -1,6 +1,7 @@
 """Shared fixtures: the project root and the Multi30k files that sit beside the project."""
 
 import importlib.util
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -41,3 +42,15 @@ def benchmark_script() -> Callable[[str], ModuleType]:
         return module
 
     return load
+
+
+@pytest.fixture(scope="session")
+def free_port() -> Callable[[], int]:
+    """A function that returns a localhost TCP port nothing listens on right now."""
+
+    def find() -> int:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+
+    return find

@@ -85,8 +85,8 @@ def test_readme_figures_draws_encoding_and_translator_attention(
     assert_png(tmp_path / "translator_attention.png", min_width=1000, min_height=300)
 
     # The shipped checkpoint's translation, as recorded in benchmarks/README.md.
-    assert result["translation"] == "A dog running through the grass."
-    assert "A dog running through the grass." in capsys.readouterr().out
+    assert result["translation"] == "A dog running over the grass."
+    assert "A dog running over the grass." in capsys.readouterr().out
     weights = result["cross_attention"]
     # 4 heads; 7 output tokens + EOS attend over 7 source tokens + EOS.
     assert weights.shape == (4, 8, 8)

@@ -17,13 +17,12 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -118,12 +117,6 @@ def browser() -> Iterator[Browser]:
             chromium.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _write_lab_settings(settings_dir: Path) -> None:
     for plugin, values in LAB_SETTINGS.items():
         path = settings_dir / f"{plugin}.jupyterlab-settings"
@@ -147,7 +140,8 @@ def _wait_until_serving(url: str, server: subprocess.Popen, log: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def lab(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+def lab(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
+        free_port: Callable[[], int]) -> Iterator[dict]:
     """A JupyterLab server from this environment on a free localhost port.
 
     Its root is a temporary folder holding copies of the two chapter 1 notebooks; its
@@ -161,7 +155,7 @@ def lab(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         shutil.copy2(ROOT / notebook, root / notebook)
     _write_lab_settings(home / "settings")
 
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = free_port(), secrets.token_hex(16)
     command = [
         sys.executable, "-m", "jupyterlab",
         "--no-browser",

@@ -1,7 +1,6 @@
 """Two CPU processes with DistributedDataParallel compute the single-process gradient."""
 
 import os
-import socket
 
 import torch
 import torch.distributed as dist
@@ -42,13 +41,7 @@ def worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_ddp_gradients_match_single_process(tmp_path):
+def test_ddp_gradients_match_single_process(tmp_path, free_port):
     mp.spawn(worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
 
     model = build()

@@ -203,6 +203,13 @@ COVERAGE: dict[str, tuple[str, ...]] = {
         HERE + "test_translate_command_with_the_shipped_checkpoint",
         "tests/test_translate_cli.py::test_module_runs_end_to_end",
     ),
+    # The README's figures: the same entry points, drawn into a temporary folder with tiny
+    # settings (the real run writes benchmarks/figures/).
+    r"^python benchmarks/attention_scaling\.py$": (
+        "tests/test_benchmark_scripts.py::test_attention_scaling_measures_both_paths",),
+    r"^python benchmarks/readme_figures\.py$": (
+        "tests/test_benchmark_scripts.py::"
+        "test_readme_figures_draws_encoding_and_translator_attention",),
     # Training under torchrun is DDP; this runs DDP on two processes (not the launcher).
     r"^torchrun$": ("tests/test_ddp.py::test_ddp_gradients_match_single_process",),
     # Conda (not available to the tests): environment.yml holds the pins of pyproject.toml, so
