@@ -49,7 +49,7 @@ _EXERCISE_CALL = re.compile(r'check\(\s*"(?P<id>ch\d\d\.\w+)"')
 
 @dataclass(frozen=True)
 class Task:
-    """One submission to grade; plain values only, so that it travels as JSON."""
+    """One submission to grade (plain values: paths as strings, limits as a dict)."""
 
     student: str
     chapter: str

@@ -27,6 +27,7 @@ import numpy as np
 from nbformat import NotebookNode
 
 from autograder import _worker as wire
+from autograder.audit import parse
 from autograder.checking import DEVELOPMENT_SECRET, SECRET_ENV
 from autograder.course import ROOT, SOURCE_DIRECTORY
 from autograder.registry import CHAPTERS, CheckResult, all_exercises, grade_function
@@ -339,7 +340,7 @@ def _setup_imports(source_nb: NotebookNode, exercise_names: set[str]) -> list[st
         code = "\n".join(line for line in cell.source.splitlines()
                          if not line.lstrip().startswith(("%", "!")))
         try:
-            tree = ast.parse(code)
+            tree = parse(code)
         except SyntaxError:
             continue
         for node in tree.body:
@@ -366,7 +367,7 @@ def _setup_definitions(source_nb: NotebookNode, exercise_names: set[str]) -> lis
         if cell.cell_type != "code" or _nbgrader(cell):
             continue
         try:
-            tree = ast.parse(cell.source)
+            tree = parse(cell.source)
         except SyntaxError:
             continue
         kinds = (ast.FunctionDef, ast.ClassDef)

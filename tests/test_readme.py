@@ -319,8 +319,11 @@ def test_make_targets_run_the_documented_commands(target: str) -> None:
     """A dry run (``make -n``) of each target, every step forced (``-B``) as on a first run:
     each creates .venv and installs the course, then runs its command."""
     assert target in MAKE_RECIPES, f"say in MAKE_RECIPES what `make {target}` runs"
-    result = subprocess.run(["make", "-n", "-B", target], cwd=ROOT, capture_output=True,
-                            text=True, timeout=60)
+    # Under `make test` this runs inside make: drop the parent's flags, which would add
+    # "Entering directory" lines and its job server to the dry run.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    result = subprocess.run(["make", "--no-print-directory", "-n", "-B", target], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[:2] == INSTALL
