@@ -1,6 +1,11 @@
-"""Two CPU processes with DistributedDataParallel compute the single-process gradient."""
+"""Two CPU processes with DistributedDataParallel compute the single-process gradient, and
+the training command runs under ``torchrun``."""
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -57,3 +62,19 @@ def test_ddp_gradients_match_single_process(tmp_path, free_port):
         for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-7, msg=name)
             torch.testing.assert_close(grads[name], p.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_training_command_under_torchrun_uses_both_processes(tmp_path):
+    torchrun = Path(sys.executable).with_name("torchrun")
+    out = tmp_path / "run"
+    command = [str(torchrun), "--standalone", "--nproc_per_node=2", "-m", "transformer_ref.train",
+               "--task", "reverse", "--preset", "cpu", "--device", "cpu", "--max-steps", "4",
+               "--eval-every", "2", "--out", str(out), "--no-progress"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "processes 2" in result.stdout
+    report = json.loads((out / "metrics.json").read_text())
+    assert (report["processes"], report["steps"]) == (2, 4)
+    # Only the main process evaluates and writes: one history entry per evaluation.
+    assert [entry["step"] for entry in report["history"]] == [2, 4]
+    assert (out / "checkpoint.pt").is_file()

@@ -210,8 +210,14 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     r"^python benchmarks/readme_figures\.py$": (
         "tests/test_benchmark_scripts.py::"
         "test_readme_figures_draws_encoding_and_translator_attention",),
-    # Training under torchrun is DDP; this runs DDP on two processes (not the launcher).
+    # Training under torchrun is DDP: the launcher runs the training command (few steps), and
+    # DDP on two processes gives the single-process gradients.
     r"^torchrun$": ("tests/test_ddp.py::test_ddp_gradients_match_single_process",),
+    r"^\.venv/bin/torchrun --standalone --nproc_per_node=2 -m transformer_ref\.train --task "
+    r"reverse --out runs/reverse-ddp$": (
+        "tests/test_ddp.py::test_training_command_under_torchrun_uses_both_processes",
+        "tests/test_ddp.py::test_ddp_gradients_match_single_process",
+    ),
     # Conda (not available to the tests): environment.yml holds the pins of pyproject.toml, so
     # `pip install -e . --no-deps` adds only the course itself.
     r"^conda env create -f environment\.yml$": (PINS,),
