@@ -10,9 +10,10 @@ import nbformat
 import pytest
 
 from autograder.course import ROOT
-from autograder.mutants import all_mutants
-from autograder.sample_class import BUGS, load_chapter, work
-from autograder.selfcheck import read_notebook, run_selfcheck, strip_hidden_tests
+from autograder.demo.mutants import all_mutants
+from autograder.demo.sample_class import BUGS, load_chapter, work
+from autograder.learner.selfcheck import read_notebook, run_selfcheck
+from autograder.notebook import strip_hidden_tests
 
 CHAPTER = "ch02_attention"
 SOURCE = ROOT / "solutions" / CHAPTER / f"{CHAPTER}.ipynb"
@@ -70,11 +71,11 @@ def test_a_buggy_copy_shows_the_checks_hint_and_the_rest_pass(tmp_path) -> None:
 def test_pytest_on_the_untouched_release_fails_each_exercise_with_the_stub_message(
     tmp_path,
 ) -> None:
-    """``pytest -p autograder.pytest_plugin COPY`` on a release copy saved elsewhere."""
+    """``pytest -p autograder.learner.pytest_plugin COPY`` on a release copy saved elsewhere."""
     copy = tmp_path / f"{CHAPTER}.ipynb"
     copy.write_bytes(RELEASE.read_bytes())
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "autograder.pytest_plugin", "-p", "no:xdist",
+        [sys.executable, "-m", "pytest", "-p", "autograder.learner.pytest_plugin", "-p", "no:xdist",
          "-p", "no:cacheprovider", "-q", str(copy)],
         cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -107,7 +108,7 @@ def test_the_test_suite_never_collects_notebooks(tmp_path) -> None:
     (project / "notebooks" / f"{CHAPTER}.ipynb").write_bytes(RELEASE.read_bytes())
     (project / "tests" / "test_one.py").write_text("def test_one():\n    pass\n")
     (project / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
-    plugin = ["-p", "autograder.pytest_plugin"]
+    plugin = ["-p", "autograder.learner.pytest_plugin"]
     for args in (plugin, [*plugin, "."]):
         out = collected(args, project)
         assert "1 test collected" in out and ".ipynb" not in out, out

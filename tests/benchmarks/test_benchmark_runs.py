@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.selfcheck import ExerciseOutcome, SelfCheckReport
+from autograder.learner.selfcheck import ExerciseOutcome, SelfCheckReport
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from autograder.cli import main
-from autograder.collect import check_name, collect
 from autograder.course import COURSE_ID
-from autograder.gradebook import read_flags
+from autograder.flags import read_flags
+from autograder.pipeline.collect import check_name, collect
 
 CH = "ch02_attention"
 

@@ -15,7 +15,7 @@ from transformer_ref.data import synthetic_pairs
 from transformer_ref.decoding import greedy_decode
 from transformer_ref.masks import make_src_mask
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def train_cli(*args: str, env: dict | None = None, timeout: float = 300):

@@ -12,26 +12,26 @@ import pytest
 from nbgrader.utils import determine_grade
 
 from autograder.cli import main
-from autograder.course import ROOT, course_config, generate
-from autograder.gradebook import read_flags, read_scores, save_grades, write_flags
-from autograder.grading import (
+from autograder.course import ROOT, Course, course_config
+from autograder.flags import Flag, read_flags, write_flags
+from autograder.notebook import exercise_ids, graded_test_cells
+from autograder.pipeline.grade import (
     Outcome,
     Task,
     _read_submission,
     _store,
     _wrong_chapter,
     drop_unknown_grade_ids,
-    exercise_ids,
     grade_safely,
-    graded_test_cells,
     kernel_secret,
     placeholder,
     strip_for_learners,
     with_hidden_tests,
 )
-from autograder.integrity import Flag
-from autograder.report import export_csv, summary_table
-from autograder.sandbox import Limits
+from autograder.pipeline.gradebook import read_scores
+from autograder.pipeline.release import generate
+from autograder.pipeline.report import export_csv, summary_table
+from autograder.sandbox.launcher import Limits
 
 CH = "ch02_attention"
 SOURCE = ROOT / "solutions" / CH / f"{CH}.ipynb"
@@ -163,7 +163,7 @@ def test_store_writes_gradebook_and_csv_idempotently(course):
         (course_dir / "submitted" / outcome.student / CH).mkdir(parents=True, exist_ok=True)
     csvs = []
     for _ in range(2):
-        rows = [_store(o, config, course_dir, save_grades, write_flags) for o in outcomes]
+        rows = [_store(o, config, Course.of(root, course_dir)) for o in outcomes]
         csvs.append(export_csv(root=root, course_dir=course_dir))
     assert csvs[0] == csvs[1]
     lines = csvs[0].splitlines()

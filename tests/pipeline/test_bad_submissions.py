@@ -21,11 +21,14 @@ import nbformat
 import pytest
 
 from autograder.cli import main
-from autograder.course import ROOT, generate
-from autograder.gradebook import read_flags, read_scores
-from autograder.grading import autograde, graded_test_cells
-from autograder.report import export_csv
-from autograder.sandbox import Limits
+from autograder.course import ROOT
+from autograder.flags import read_flags
+from autograder.notebook import graded_test_cells
+from autograder.pipeline.grade import autograde
+from autograder.pipeline.gradebook import read_scores
+from autograder.pipeline.release import generate
+from autograder.pipeline.report import export_csv
+from autograder.sandbox.launcher import Limits
 
 CH = "ch02_attention"
 AUTO_POINTS = 7  # the autograded points of ch02 (2 + 1 + 1 + 3)
@@ -99,9 +102,9 @@ def build_class(root: Path, inbox: Path, outside: Path) -> dict[str, bytes]:
     def patch_checks(nb):
         wrong_softmax(nb)
         cell_with(nb, "ch02_softmax_solution").source += (
-            "\nimport autograder, autograder.registry\n"
+            "\nimport autograder\nfrom autograder.exercises import registry\n"
             "autograder.check = lambda *args, **kwargs: None\n"
-            "autograder.registry.check = autograder.check\n")
+            "registry.check = autograder.check\n")
 
     def delete_test(nb):
         nb.cells.remove(cell_with(nb, "ch02_softmax_test"))

@@ -12,7 +12,7 @@ import pytest
 
 import autograder
 from autograder import check, exercises, grade_function
-from autograder.checking import (
+from autograder.exercises.checking import (
     DEVELOPMENT_SECRET,
     SECRET_ENV,
     CheckFailure,
@@ -22,7 +22,7 @@ from autograder.checking import (
     random_mask,
     seed_for,
 )
-from autograder.registry import CHAPTERS, DIFFICULTIES, get_exercise, register
+from autograder.exercises.registry import CHAPTERS, DIFFICULTIES, get_exercise, register
 
 # Section 4 of the course design: the exercise ids other code relies on.
 CONTRACT_IDS = {

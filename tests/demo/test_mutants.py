@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from autograder import exercises, grade_function
-from autograder.mutants import Mutant, all_mutants
+from autograder.demo.mutants import Mutant, all_mutants
 
 MUTANTS = all_mutants()
 

@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.checking import CheckContext, CheckFailure
-from autograder.torch_checking import (
+from autograder.exercises.checking import CheckContext, CheckFailure
+from autograder.exercises.torch_checking import (
     build_modules,
     call_torch,
     check_causal,

@@ -12,7 +12,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from autograder.course import COURSE_DIR, ROOT
-from autograder.sandbox import Limits, _capabilities, execute_notebook, sandbox_report
+from autograder.sandbox.launcher import Limits, _capabilities, execute_notebook, sandbox_report
 
 needs_namespaces = pytest.mark.skipif(
     not _capabilities()["namespaces"], reason="needs root and unshare (namespaces)")
