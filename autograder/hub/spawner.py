@@ -50,9 +50,9 @@ ROLE_LAYERS = {
 }
 # The course's packages that learners' notebooks import, bound read-only into their view.
 COURSE_PACKAGES = ("autograder", "transformer_ref")
-# Files of /etc a learner's server reads besides the C library's: who is who, localhost, and
-# OpenSSL's configuration (which JupyterLab's Node.js helpers read).
-LEARNER_ETC_FILES = ("/etc/passwd", "/etc/group", "/etc/hosts", "/etc/ssl")
+# Files of /etc a learner's server reads besides the C library's: who is who, localhost,
+# OpenSSL's configuration (which JupyterLab's Node.js helpers read) and matplotlib's fonts.
+LEARNER_ETC_FILES = ("/etc/passwd", "/etc/group", "/etc/hosts", "/etc/ssl", "/etc/fonts")
 
 
 def learner_view(classroom: Classroom, name: str, uid: int, gid: int) -> list[str]:
