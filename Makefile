@@ -23,6 +23,7 @@ JUPYTER_ENV = JUPYTER_CONFIG_DIR="$(CURDIR)/build/jupyter" TRANSFORMER_COURSE_EX
 HUB_URL ?= http://127.0.0.1:8000
 HUB_STATE ?= build/hub
 PROXY := build/proxy/node_modules/.bin/configurable-http-proxy
+HUB_CONFIG := autograder/hub/jupyterhub_config.py
 
 .PHONY: install lab instructor hub proxy test lint browser release demo clean
 
@@ -45,8 +46,7 @@ instructor: $(STAMP)
 # accounts). Add people first: .venv/bin/python -m autograder hub add NAME [--instructor]
 hub: $(STAMP) $(PROXY)
 	@echo "Class server for $(HUB_STATE): $(HUB_URL)/hub/login (Ctrl-C stops it)"
-	TRANSFORMER_HUB_STATE="$(HUB_STATE)" $(BIN)/jupyterhub -f autograder/hub/jupyterhub_config.py \
-		--JupyterHub.bind_url=$(HUB_URL)
+	TRANSFORMER_HUB_STATE="$(HUB_STATE)" $(BIN)/jupyterhub -f $(HUB_CONFIG) --JupyterHub.bind_url=$(HUB_URL)
 
 # JupyterHub's proxy, from npm at the version locked in autograder/hub/, into build/proxy/.
 PROXY_INSTALL = mkdir -p build/proxy \
