@@ -2,13 +2,13 @@
 ports, and the browser of the browser tests."""
 
 import importlib.util
-import os
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from ci_env import in_ci
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
@@ -74,11 +74,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-
-
-def in_ci() -> bool:
-    """Whether this runs in CI (CI=true), where a missing browser or proxy is an error."""
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 
 
 def _missing_browser_reason() -> str | None:

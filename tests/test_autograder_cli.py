@@ -10,6 +10,7 @@ import pytest
 import autograder.pipeline.release
 from autograder import exercises
 from autograder.cli import main
+from autograder.course import Course
 from autograder.exercises.registry import get_exercise
 
 
@@ -29,14 +30,20 @@ def test_exercises_command_lists_every_id(project_root):
 
 def test_release_passes_chapter_ids(monkeypatch):
     calls = []
-    monkeypatch.setattr(autograder.pipeline.release, "release", calls.append)
+
+    def recording(chapters, **course):
+        calls.append(chapters)
+        assert course == Course.of(None, None).as_kwargs()
+        return chapters or []
+
+    monkeypatch.setattr(autograder.pipeline.release, "release", recording)
     assert main(["release", "ch02", "ch03_attention_head"]) == 0
     assert main(["release"]) == 0
     assert calls == [["ch02_attention", "ch03_attention_head"], None]
 
 
 def test_release_failure_is_a_message(monkeypatch, capsys):
-    def failing(chapters):
+    def failing(chapters, **course):
         raise ValueError("no source notebook for ch02_attention")
 
     monkeypatch.setattr(autograder.pipeline.release, "release", failing)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import nbformat
 import pytest
-from conftest import in_ci
+from ci_env import in_ci
 from test_browser import KERNEL_IDLE_JS, UI_MS, _screenshot
 
 from autograder.course import COURSE_ID
