@@ -30,7 +30,6 @@ from autograder.exercises.checking import DEVELOPMENT_SECRET, SECRET_ENV
 from autograder.exercises.registry import CHAPTERS, CheckResult, all_exercises, grade_function
 from autograder.flags import Flag
 from autograder.notebook import grade_id, nbgrader_metadata, solution_cells
-from autograder.pipeline.audit import parse
 from autograder.sandbox import wire
 from autograder.sandbox.launcher import GRACE_S, Job, Limits, kill, new_job, runner_env
 
@@ -199,7 +198,7 @@ def _setup_imports(source_nb: NotebookNode, exercise_names: set[str]) -> list[st
         code = "\n".join(line for line in cell.source.splitlines()
                          if not line.lstrip().startswith(("%", "!")))
         try:
-            tree = parse(code)
+            tree = ast.parse(code)
         except SyntaxError:
             continue
         for node in tree.body:
@@ -226,7 +225,7 @@ def _setup_definitions(source_nb: NotebookNode, exercise_names: set[str]) -> lis
         if cell.cell_type != "code" or nbgrader_metadata(cell):
             continue
         try:
-            tree = parse(cell.source)
+            tree = ast.parse(cell.source)
         except SyntaxError:
             continue
         kinds = (ast.FunctionDef, ast.ClassDef)
