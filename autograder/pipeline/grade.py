@@ -504,11 +504,22 @@ def autograde(
 
 def _finished(future, student: str, chapter: str) -> Outcome:
     """The outcome of a finished grading task; a task that failed as a whole (its workers
-    died, or it raised) becomes a flag of its learner."""
+    died, or it raised) becomes a flag of its learner.
+
+    Raises:
+        ConnectionError: the task was cancelled: the cluster is gone, which says nothing about
+            this learner, so nothing is stored for it.
+    """
+    from concurrent.futures import CancelledError
+
     from distributed import KilledWorker
 
     try:
         return future.result()
+    except CancelledError as exc:
+        raise ConnectionError(f"lost the Dask cluster while grading {student}/{chapter} "
+                              f"({exc}); the learners stored so far are kept, grade again to "
+                              "finish the others") from exc
     except KilledWorker as exc:
         flag = Flag("worker_died", None,
                     f"the worker process grading this submission died "

@@ -35,7 +35,7 @@ from autograder.pipeline.cluster import (
     versions,
 )
 from autograder.pipeline.collect import collect
-from autograder.pipeline.grade import autograde
+from autograder.pipeline.grade import _finished, autograde
 from autograder.pipeline.gradebook import read_scores
 from autograder.pipeline.report import export_csv
 
@@ -295,6 +295,15 @@ def test_a_worker_with_several_threads_refuses_to_grade():
                       dashboard_address=None) as local, Client(local) as client, \
             pytest.raises(RuntimeError, match="runs 2 threads"):
         client.submit(on_one_thread).result()
+
+
+def test_a_lost_cluster_stops_the_run_instead_of_failing_learners():
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as local, Client(local) as client:
+        future = client.submit(time.sleep, 1, pure=False)
+        future.cancel()
+        with pytest.raises(ConnectionError, match="lost the Dask cluster while grading ada/ch02"):
+            _finished(future, "ada", "ch02")
 
 
 def test_cli_grades_on_one_kind_of_cluster(monkeypatch, free_port, sample, capsys):
