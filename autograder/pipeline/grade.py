@@ -347,7 +347,8 @@ def pack(course: Course, student: str, chapter: str, *, limits: Limits, root: st
                 "submission_too_large", None,
                 f"the submission folder holds {size / 2**20:.0f} MiB, more than the "
                 f"{MAX_SUBMISSION_BYTES // 2**20} MiB a submission may; it was not graded. "
-                "Remove what the notebook does not need, then collect and grade it again"))
+                f"Remove the files the notebook does not need from {folder}, then grade this "
+                "learner again"))
         return packed({p.relative_to(folder).as_posix(): p.read_bytes() for p in paths})
     except OSError as exc:
         return packed({}, Flag("grading_error", None,
@@ -428,8 +429,8 @@ def autograde(
 
     Learners are graded in Dask worker processes (:mod:`autograder.pipeline.cluster`), each
     with its submission's files; this process alone stores the results, in the order of the
-    chapters and students, as they come in (an interrupted run keeps every learner stored so
-    far; grading again finishes the rest).
+    chapters and students, each as soon as it and those before it are graded (an interrupted
+    run keeps every learner stored so far; grading again finishes the rest).
 
     Args:
         chapters: chapter ids.
@@ -463,14 +464,6 @@ def autograde(
     config = course.config()
     limits = limits or Limits()
     worker_root = None if course.root == ROOT else str(course.root)
-
-    def submit(pair: tuple[str, str]):
-        student, chapter = pair
-        submission = pack(course, student, chapter, limits=limits, root=worker_root,
-                          versions=wanted[chapter])
-        return client.submit(grade_safely, submission,
-                             key=f"grade-{chapter}-{student}-{uuid.uuid4().hex}")
-
     results = []
     # The cluster first: a scheduler that cannot be reached fails the run before any work.
     with grading_client(jobs, scheduler) as client:
@@ -482,6 +475,15 @@ def autograde(
             wanted[chapter] = versions(course.root, chapter)
             pairs += [(student, chapter) for student in submissions(course, chapter, students)]
         check_workers(client, worker_root, wanted)
+
+        def submit(pair: tuple[str, str]):
+            # Packed only now: the files of one learner per worker are in memory at a time.
+            student, chapter = pair
+            submission = pack(course, student, chapter, limits=limits, root=worker_root,
+                              versions=wanted[chapter])
+            return client.submit(grade_safely, submission,
+                                 key=f"grade-{chapter}-{student}-{uuid.uuid4().hex}")
+
         bar = progress(len(pairs)) if progress else None
         try:
             for (student, chapter), future in in_order(client, pairs, submit):
