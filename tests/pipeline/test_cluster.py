@@ -23,7 +23,7 @@ from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from autograder.cli import main
-from autograder.course import Course
+from autograder.course import ROOT, Course
 from autograder.demo.demo import prepare_course
 from autograder.demo.sample_class import CHAPTERS, build_class
 from autograder.pipeline import cluster
@@ -257,7 +257,7 @@ def test_in_order_keeps_the_order_and_one_item_per_worker(tmp_path):
     assert max(busy) == 1  # a new item only ever joined one that was still running
 
 
-def test_clusters_that_cannot_grade_are_refused(monkeypatch, free_port, sample):
+def test_clusters_that_cannot_grade_are_refused(monkeypatch, free_port):
     monkeypatch.setattr(cluster, "CONNECT_TIMEOUT_S", 2)
     monkeypatch.setattr(cluster, "WORKERS_TIMEOUT_S", 2)
     nowhere = f"tcp://127.0.0.1:{free_port()}"
@@ -275,18 +275,18 @@ def test_clusters_that_cannot_grade_are_refused(monkeypatch, free_port, sample):
             pass
 
 
-def test_workers_with_another_course_are_refused(monkeypatch, sample):
+def test_workers_with_another_course_are_refused(monkeypatch, tmp_path):
     monkeypatch.setenv("AUTOGRADER_SECRET", "the grader's secret")
-    wanted = {CH02: versions(sample["root"], CH02)}
+    wanted = {CH02: versions(ROOT, CH02)}
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                       dashboard_address=None) as local, Client(local) as client:
-        check_workers(client, str(sample["root"]), wanted)  # the same course: accepted
+        check_workers(client, None, wanted)  # the same course: accepted
         monkeypatch.setenv("AUTOGRADER_SECRET", "a worker's other secret")
         with pytest.raises(ValueError, match=r"course differs from this one \(\S+: grading "
                                              r"secret\)"):
-            check_workers(client, str(sample["root"]), wanted)
+            check_workers(client, None, wanted)
         with pytest.raises(ValueError, match="not on this machine"):
-            check_workers(client, str(sample["root"] / "elsewhere"), wanted)
+            check_workers(client, str(tmp_path / "elsewhere"), wanted)
 
 
 def test_a_worker_with_several_threads_refuses_to_grade():
@@ -306,9 +306,9 @@ def test_a_lost_cluster_stops_the_run_instead_of_failing_learners():
             _finished(future, "ada", "ch02")
 
 
-def test_cli_grades_on_one_kind_of_cluster(monkeypatch, free_port, sample, capsys):
+def test_cli_grades_on_one_kind_of_cluster(monkeypatch, free_port, tmp_path, capsys):
     monkeypatch.setattr(cluster, "CONNECT_TIMEOUT_S", 2)
-    where = ["--root", str(sample["root"]), "--course-dir", str(sample["root"] / "cli")]
+    where = ["--root", str(tmp_path), "--course-dir", str(tmp_path / "course")]
     with pytest.raises(SystemExit):
         main(["autograde", "ch02", "--jobs", "2", "--scheduler", "tcp://127.0.0.1:1", *where])
     assert "not allowed with argument" in capsys.readouterr().err
