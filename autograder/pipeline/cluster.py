@@ -75,9 +75,12 @@ def grading_client(jobs: int = 1, scheduler: str | None = None) -> Iterator[Clie
     with dask.config.set(CLIENT_CONFIG), contextlib.ExitStack() as stack:
         if scheduler is None:
             with dask.config.set(LOCAL_CONFIG):
+                # No dashboard; the scheduler's HTTP endpoints (health, metrics) on a free
+                # port rather than 8787, which another cluster may hold.
                 cluster = stack.enter_context(LocalCluster(
                     n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
-                    dashboard_address=None, silence_logs=logging.ERROR))
+                    dashboard_address=None, silence_logs=logging.ERROR,
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}))
             yield stack.enter_context(Client(cluster))
             return
         try:

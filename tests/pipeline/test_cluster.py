@@ -121,7 +121,8 @@ def dask_cluster(tmp_path_factory) -> Iterator[str]:
     try:
         log = folder / "scheduler.log"
         processes.append(start([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", "0",
-                                "--no-dashboard", "--scheduler-file", str(scheduler_file)], log))
+                                "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
+                                "--scheduler-file", str(scheduler_file)], log))
         address = scheduler_address(scheduler_file, processes[0], log)
         for index in range(2):
             processes.append(start([str(DASK), "worker", address, "--nthreads", "1",
