@@ -111,8 +111,9 @@ def in_order(client: Client, items: Sequence[T],
     its finished future, in the order of ``items``.
 
     A new item is submitted as soon as one finishes, up to the number of workers the cluster
-    has at that moment (at least one), so that an idle worker never waits and a busy one never
-    holds a second learner that its death would take with it.
+    has at that moment (at least one), so that an idle worker never waits and a busy one is not
+    handed a second learner that its death would take with it (only a learner whose worker
+    died may have to wait on a busy one).
     """
     from distributed import as_completed
 

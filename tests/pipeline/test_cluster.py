@@ -159,6 +159,28 @@ def test_a_real_cluster_grades_the_class_as_the_local_one(sample, undisturbed, d
         assert set(client.run(lambda: "nbgrader.preprocessors" in sys.modules).values()) == {True}
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_demo_grades_on_a_real_cluster(dask_cluster, tmp_path, capsys):
+    """`python -m autograder demo --scheduler ADDRESS` (here two learners of its class):
+    every grade as expected, on the cluster's workers."""
+    from autograder.demo.demo import run_demo
+
+    result = run_demo(tmp_path / "demo", scheduler=dask_cluster, learners=("kim", "mo"))
+    assert result.comparison.ok, result.comparison.problems
+    graded = {(r.learner, r.chapter) for r in result.rows}
+    assert graded == {("kim", CH02), ("kim", CH05), ("mo", CH02)}
+    with Client(dask_cluster) as client:  # the cluster's scheduler ran their grading tasks
+        keys = client.run_on_scheduler(lambda dask_scheduler: {
+            key for key, _, finish, *_ in dask_scheduler.transition_log if finish == "memory"})
+    # Keys are grade-<chapter>-<student>-<token>.
+    assert graded <= {(key.split("-")[2], key.split("-")[1]) for key in keys
+                      if key.startswith("grade-")}
+    with pytest.raises(SystemExit):
+        main(["demo", "--jobs", "2", "--scheduler", dask_cluster])
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------ workers that die
 
 
