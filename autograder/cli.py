@@ -145,8 +145,9 @@ def _limits(args: argparse.Namespace):
     from autograder.sandbox.launcher import Limits
 
     return Limits(cell_timeout_s=args.cell_timeout, notebook_timeout_s=args.notebook_timeout,
-                  memory_mb=args.memory_mb, max_processes=args.max_processes,
-                  max_output_bytes=args.max_output_bytes)
+                  learner_timeout_s=args.learner_timeout, memory_mb=args.memory_mb,
+                  max_processes=args.max_processes, max_output_bytes=args.max_output_bytes,
+                  disk_mb=args.disk_mb)
 
 
 def _autograde(args: argparse.Namespace) -> int:
@@ -156,7 +157,7 @@ def _autograde(args: argparse.Namespace) -> int:
     from autograder.pipeline.report import summary_table
     from autograder.sandbox.launcher import sandbox_report
 
-    if args.jobs < 1:
+    if _jobs(args) < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
         return 2
     course = _course(args)
@@ -169,7 +170,7 @@ def _autograde(args: argparse.Namespace) -> int:
     for line in sandbox_report(limits):
         print(line)
     try:
-        rows = autograde(chapters, jobs=args.jobs, scheduler=args.scheduler,
+        rows = autograde(chapters, jobs=_jobs(args), scheduler=args.scheduler,
                          students=args.student, limits=limits,
                          progress=lambda n: tqdm(total=n, desc="grading", unit="learner"),
                          **course.as_kwargs())
@@ -183,13 +184,21 @@ def _autograde(args: argparse.Namespace) -> int:
 def _add_workers_options(parser: argparse.ArgumentParser, jobs: int) -> None:
     """``--jobs N`` (a local cluster) or ``--scheduler ADDRESS`` (an existing one)."""
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--jobs", "-j", type=int, default=jobs,
+    # No default on the option itself: argparse lets an option given with its default value
+    # through a mutual exclusion. _jobs() fills it in.
+    where.add_argument("--jobs", "-j", type=int,
                        help="worker processes on this machine, each grading one learner at a "
-                            "time (default: %(default)s)")
+                            f"time (default: {jobs})")
     where.add_argument("--scheduler", metavar="ADDRESS",
                        help="grade on the workers of an existing Dask cluster instead, e.g. "
                             "tcp://10.0.0.5:8786 (start it with `dask scheduler` and `dask "
                             "worker ADDRESS --nthreads 1`)")
+    parser.set_defaults(default_jobs=jobs)
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    """``--jobs``, or the subcommand's default."""
+    return args.default_jobs if args.jobs is None else args.jobs
 
 
 def add_autograde(subparsers: argparse._SubParsersAction) -> None:
@@ -208,8 +217,14 @@ def add_autograde(subparsers: argparse._SubParsersAction) -> None:
                         help="seconds per cell (default: %(default)s)")
     parser.add_argument("--notebook-timeout", type=float, default=defaults.notebook_timeout_s,
                         help="seconds per notebook (default: %(default)s)")
+    parser.add_argument("--learner-timeout", type=float, default=defaults.learner_timeout_s,
+                        help="seconds for all of one learner: the notebook and its "
+                             "verification (default: %(default)s)")
     parser.add_argument("--memory-mb", type=int, default=defaults.memory_mb,
-                        help="memory of a learner's process in MiB (default: %(default)s)")
+                        help="memory of one learner's processes together, in MiB "
+                             "(default: %(default)s)")
+    parser.add_argument("--disk-mb", type=int, default=defaults.disk_mb,
+                        help="a learner's writable folder, in MiB (default: %(default)s)")
     parser.add_argument("--max-processes", type=int, default=defaults.max_processes,
                         help="processes a learner's code may run (default: %(default)s)")
     parser.add_argument("--max-output-bytes", type=int, default=defaults.max_output_bytes,
@@ -380,11 +395,11 @@ def _demo(args: argparse.Namespace) -> int:
 
     # nbgrader's gradebook code trips a harmless SQLAlchemy warning for every learner.
     warnings.filterwarnings("ignore", message=".*not in session.*")
-    if args.jobs < 1:
+    if _jobs(args) < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
         return 2
     try:
-        result = run_demo(args.out, jobs=args.jobs, scheduler=args.scheduler)
+        result = run_demo(args.out, jobs=_jobs(args), scheduler=args.scheduler)
     except (ConnectionError, ValueError) as exc:  # no cluster, or one that cannot grade
         print(f"demo failed: {exc}", file=sys.stderr)
         return 1
