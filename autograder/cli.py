@@ -2,12 +2,12 @@
 
     python -m autograder release [CHAPTER ...] [--exchange DIR]  solutions/ -> notebooks/ (-> DIR)
     python -m autograder collect SOURCE ... [--exchange DIR] folders, LMS zips, nbgrader exchange
-    python -m autograder autograde CHAPTER|all [--jobs N] [--student ID]
+    python -m autograder autograde CHAPTER|all [--jobs N | --scheduler ADDRESS] [--student ID]
     python -m autograder feedback CHAPTER|all [--student ID] [--exchange DIR]
     python -m autograder export [--output grades.csv]
     python -m autograder audit [CHAPTER|all] [--student ID]
     python -m autograder selfcheck NOTEBOOK ...               a learner's own notebook
-    python -m autograder demo [--jobs N] [--out DIR]          a sample class, end to end
+    python -m autograder demo [--jobs N | --scheduler ADDRESS] [--out DIR]   a sample class
     python -m autograder hub add|password|remove|list [NAME ...]  the class server's roster
 
 Every subcommand lives here: a function ``add_<name>(subparsers)`` adds its parser and sets
@@ -167,7 +167,7 @@ def _autograde(args: argparse.Namespace) -> int:
     from autograder.pipeline.report import summary_table
     from autograder.sandbox.launcher import sandbox_report
 
-    if args.jobs < 1:
+    if _jobs(args) < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
         return 2
     course = _course(args)
@@ -179,11 +179,36 @@ def _autograde(args: argparse.Namespace) -> int:
     limits = _limits(args)
     for line in sandbox_report(limits):
         print(line)
-    rows = autograde(chapters, jobs=args.jobs, students=args.student, limits=limits,
-                     progress=lambda n: tqdm(total=n, desc="grading", unit="learner"),
-                     **course.as_kwargs())
+    try:
+        rows = autograde(chapters, jobs=_jobs(args), scheduler=args.scheduler,
+                         students=args.student, limits=limits,
+                         progress=lambda n: tqdm(total=n, desc="grading", unit="learner"),
+                         **course.as_kwargs())
+    except (ConnectionError, ValueError) as exc:  # no cluster, or one that cannot grade
+        print(f"autograde failed: {exc}", file=sys.stderr)
+        return 1
     print(summary_table(rows))
     return 0
+
+
+def _add_workers_options(parser: argparse.ArgumentParser, jobs: int) -> None:
+    """``--jobs N`` (a local cluster) or ``--scheduler ADDRESS`` (an existing one)."""
+    where = parser.add_mutually_exclusive_group()
+    # No default on the option itself: argparse lets an option given with its default value
+    # through a mutual exclusion. _jobs() fills it in.
+    where.add_argument("--jobs", "-j", type=int,
+                       help="worker processes on this machine, each grading one learner at a "
+                            f"time (default: {jobs})")
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="grade on the workers of an existing Dask cluster instead, e.g. "
+                            "tcp://10.0.0.5:8786 (start it with `dask scheduler` and `dask "
+                            "worker ADDRESS --nthreads 1`)")
+    parser.set_defaults(default_jobs=jobs)
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    """``--jobs``, or the subcommand's default."""
+    return args.default_jobs if args.jobs is None else args.jobs
 
 
 def add_autograde(subparsers: argparse._SubParsersAction) -> None:
@@ -196,7 +221,7 @@ def add_autograde(subparsers: argparse._SubParsersAction) -> None:
                     "graded function outside the notebook, store scores in the gradebook and "
                     "flags with their reasons; print a summary table.")
     parser.add_argument("chapter", type=_chapter_or_all, metavar="CHAPTER|all")
-    parser.add_argument("--jobs", "-j", type=int, default=1, help="learners graded at once")
+    _add_workers_options(parser, jobs=1)
     parser.add_argument("--student", action="append", help="only this learner (repeatable)")
     parser.add_argument("--cell-timeout", type=float, default=defaults.cell_timeout_s,
                         help="seconds per cell (default: %(default)s)")
@@ -389,10 +414,14 @@ def _demo(args: argparse.Namespace) -> int:
 
     # nbgrader's gradebook code trips a harmless SQLAlchemy warning for every learner.
     warnings.filterwarnings("ignore", message=".*not in session.*")
-    if args.jobs < 1:
+    if _jobs(args) < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
         return 2
-    result = run_demo(args.out, jobs=args.jobs)
+    try:
+        result = run_demo(args.out, jobs=_jobs(args), scheduler=args.scheduler)
+    except (ConnectionError, ValueError) as exc:  # no cluster, or one that cannot grade
+        print(f"demo failed: {exc}", file=sys.stderr)
+        return 1
     print(table(result.rows))
     if args.out:
         print(f"course, feedback pages and grades.csv are in {result.course_dir}")
@@ -407,15 +436,16 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def add_demo(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``demo [--jobs N] [--out DIR]``."""
+    """Add ``demo [--jobs N | --scheduler ADDRESS] [--out DIR]``."""
     parser = subparsers.add_parser(
         "demo", help="grade a sample class end to end and print the grades",
         description="Release ch02 and ch05 in a course of its own, write a sample class "
                     "(honest, partial, buggy, untouched, cheating and broken submissions), "
                     "collect, autograde, write feedback and grades.csv, audit, and print each "
                     "learner's score and flags next to the expected score.")
-    parser.add_argument("--jobs", "-j", type=int, default=2, help="learners graded at once")
-    parser.add_argument("--out", help="keep the course here (default: a temporary folder)")
+    _add_workers_options(parser, jobs=2)
+    parser.add_argument("--out", help="keep the course here (default: a temporary folder); "
+                                      "workers on other machines need it at the same path")
     parser.set_defaults(handler=_demo)
 
 

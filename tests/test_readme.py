@@ -120,6 +120,8 @@ PINS = "tests/test_packaging.py::test_environment_yml_matches_pyproject"
 # The class server end to end: roster, make hub's command, release, collect, autograde and
 # feedback through the exchange, as root with the class's course folder.
 HUB = "tests/test_hub.py::test_a_class_fetches_submits_and_gets_its_own_feedback"
+REAL_CLUSTER = ("tests/pipeline/test_cluster.py::"
+                "test_a_real_cluster_grades_the_class_as_the_local_one")
 
 COVERAGE: dict[str, tuple[str, ...]] = {
     # Quick start and set-up. The recipes are checked by a dry run here and the commands they
@@ -194,6 +196,12 @@ COVERAGE: dict[str, tuple[str, ...]] = {
         "tests/pipeline/test_bad_submissions.py::"
         "test_rerun_is_idempotent_and_serial_equals_parallel",
     ),
+    # A real cluster started with these commands (free ports on 127.0.0.1) grades the sample
+    # class with --scheduler.
+    r"^dask scheduler$": (REAL_CLUSTER,),
+    r"^dask worker tcp://\S+ --nthreads 1 --nworkers \d+$": (REAL_CLUSTER,),
+    r"^python -m autograder autograde ch02 --scheduler tcp://\S+$": (
+        REAL_CLUSTER, "tests/pipeline/test_cluster.py::test_cli_grades_on_one_kind_of_cluster"),
     r"^python -m autograder feedback ch02$": (
         "tests/pipeline/test_bad_submissions.py::test_feedback_hides_hidden_tests",
     ),

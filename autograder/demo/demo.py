@@ -1,6 +1,6 @@
 """``make demo``: release, grade a sample class end to end, print the grades.
 
-    python -m autograder demo [--jobs 2] [--out DIR]
+    python -m autograder demo [--jobs 2 | --scheduler ADDRESS] [--out DIR]
 
 Steps, all in a course of its own (a temporary folder, or ``--out``), so the repository's
 notebooks and gradebook are never touched:
@@ -8,7 +8,8 @@ notebooks and gradebook are never touched:
 1. copy the source notebooks of the NumPy chapters and release them with nbgrader;
 2. write the sample class (:mod:`autograder.demo.sample_class`): honest, partial, buggy and
    untouched work, cheaters and broken files, with the grades they should get;
-3. collect it, autograde it with ``--jobs`` workers (grading audits every submission, see
+3. collect it, autograde it with ``--jobs`` local workers or on the Dask cluster of
+   ``--scheduler`` (grading audits every submission, see
    :mod:`autograder.pipeline.audit`), write feedback pages and the grades CSV;
 4. print a table (learner, chapter, score, expected score, flags) and whether every result
    is as expected. The exit status is 0 only then.
@@ -73,13 +74,14 @@ def prepare_course(workspace: Path, chapters: Iterable[str], root: Path = ROOT) 
 
 def grade_class(
     class_dir: Path, course_root: Path, chapters: list[str], *, jobs: int,
-    expected: list[Expected], limits=None,
+    expected: list[Expected], limits=None, scheduler: str | None = None,
 ) -> DemoResult:
     """Collect, autograde (audit included), write feedback and the grades CSV; compare with
     ``expected``.
 
     ``limits`` are the sandbox limits (:class:`autograder.sandbox.launcher.Limits`; default:
-    its own).
+    its own); ``jobs`` and ``scheduler`` say where learners are graded (see
+    :func:`autograder.pipeline.grade.autograde`).
     """
     from autograder.pipeline.collect import collect
     from autograder.pipeline.feedback import generate_feedback
@@ -89,7 +91,7 @@ def grade_class(
     course = demo_course(course_root)
     where = course.as_kwargs()
     collect([class_dir], chapters=chapters, **where)
-    summaries = autograde(chapters, jobs=jobs, limits=limits, **where)
+    summaries = autograde(chapters, jobs=jobs, scheduler=scheduler, limits=limits, **where)
     feedback = generate_feedback(chapters, **where)
     export_csv(course.grades_csv, **where)
 
@@ -121,13 +123,16 @@ def table(rows: list[DemoRow]) -> str:
 def run_demo(
     out: str | os.PathLike | None = None, *, jobs: int = 2, chapters: Iterable[str] = CHAPTERS,
     learners: Iterable[str] | None = None, root: Path = ROOT, limits=None,
+    scheduler: str | None = None,
 ) -> DemoResult:
     """Run the whole demo in ``out`` (a fresh temporary folder when None, removed afterwards).
 
-    ``learners`` limits the sample class to some of its learners (default: all of them).
+    ``learners`` limits the sample class to some of its learners (default: all of them);
+    ``scheduler`` grades on an existing Dask cluster instead of ``jobs`` local workers.
 
     Raises:
         ValueError: ``jobs`` is not positive, or a chapter the sample class does not cover.
+        ConnectionError: the scheduler cannot be reached or has no workers.
     """
     chapters = list(chapters)
     with contextlib.ExitStack() as stack:
@@ -143,4 +148,4 @@ def run_demo(
         expected = build_class(class_dir, root=course_root, chapters=chapters,
                                learners=learners)
         return grade_class(class_dir, course_root, chapters, jobs=jobs, expected=expected,
-                           limits=limits)
+                           limits=limits, scheduler=scheduler)

@@ -5,6 +5,7 @@
     audit       static reading of each submission, findings for a human
     restore     locked test cells put back as the release has them
     grade       one learner: restore, run in the sandbox, verify, score; the class in parallel
+    cluster     where learners are graded: worker processes of a local or an existing Dask cluster
     verify      graded functions checked again outside the learner's kernel
     gradebook   scores in nbgrader's gradebook
     feedback    HTML pages for learners

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import ast
 import re
-import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -551,26 +550,14 @@ def _imports_of(trees: Iterable[ast.AST]) -> dict[str, str]:
     return names
 
 
-# CPython 3.11 keeps ast.parse's recursion bookkeeping per interpreter, not per thread: two
-# threads parsing at once can fail with "SystemError: AST constructor recursion depth
-# mismatch". Grading runs learners in threads, so the grader parses through this lock.
-_PARSE_LOCK = threading.Lock()
-
-
-def parse(code: str) -> ast.Module:
-    """``ast.parse(code)``, safe to call from several threads at once."""
-    with _PARSE_LOCK:
-        return ast.parse(code)
-
-
 def _parse_quietly(code: str) -> ast.AST | None:
     """The syntax tree of a cell (IPython syntax translated first when needed), or None."""
     try:
-        return parse(code)
+        return ast.parse(code)
     except (SyntaxError, ValueError):
         pass
     try:
-        return parse(_ipython_to_python(code))
+        return ast.parse(_ipython_to_python(code))
     except (SyntaxError, ValueError):
         return None
 

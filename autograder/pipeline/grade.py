@@ -16,11 +16,13 @@ For each learner (:func:`grade_submission`):
 5. remove what learners must not see (hidden tests, tracebacks of graded cells) and return the
    notebook with the flags.
 
-:func:`autograde` grades up to ``jobs`` learners at once, in threads: learner code only ever
-runs in sandboxed child processes with their own deadlines, so the grading process itself needs
-no start-up per learner. The thread that collects the results alone writes them: the
-autograded notebook, the gradebook (nbgrader's rule scores each graded cell from its outputs)
-and the flag file. An error while grading one learner costs only that learner.
+:func:`autograde` sends each learner's submission, files and all, to the worker processes of a
+Dask cluster (:mod:`autograder.pipeline.cluster`): ``jobs`` local workers, or an existing
+cluster's. A worker (:func:`grade_safely`) grades one learner after the other, with the course
+of its own checkout. The process that called :func:`autograde` alone writes the results, in the
+order of the learners: the autograded notebook, the gradebook (nbgrader's rule scores each
+graded cell from its outputs) and the flag file. An error while grading one learner, or a
+worker that dies grading it again and again, costs only that learner.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ import os
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -41,7 +43,6 @@ from nbformat import NotebookNode
 
 from autograder.course import ROOT, Course
 from autograder.exercises.checking import DEVELOPMENT_SECRET, SECRET_ENV
-from autograder.exercises.registry import all_exercises
 from autograder.flags import Flag, read_flags, write_flags
 from autograder.notebook import (
     exercise_ids,
@@ -56,13 +57,13 @@ from autograder.sandbox.launcher import ExecutionResult, Learner, Limits
 
 @dataclass(frozen=True)
 class Task:
-    """One submission to grade (plain values: paths as strings, limits as a dict)."""
+    """One submission to grade on this machine (plain values: paths as strings, limits as a
+    dict): what :func:`grade_submission` reads."""
 
     student: str
     chapter: str
     submission: str  # path of the submitted notebook
     root: str  # course root: solutions/ and notebooks/
-    course_dir: str  # hidden from learner code
     limits: dict[str, float]
 
 
@@ -72,9 +73,27 @@ class Outcome:
 
     student: str
     chapter: str
-    notebook: str  # nbformat JSON
+    notebook: str | None  # nbformat JSON; None: not graded, the flags say why (scores 0)
     flags: list[Flag] = field(default_factory=list)
     seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One learner's submission as it travels to a grading worker, perhaps on another machine.
+
+    It carries the learner's files, not paths into the course folder, so that a worker needs
+    no shared folder; the course's own notebooks come from the worker's checkout, which must be
+    the same course (``versions``, see :func:`autograder.pipeline.cluster.versions`).
+    """
+
+    student: str
+    chapter: str
+    files: dict[str, bytes]  # the submission folder: relative path -> content
+    limits: dict[str, float]
+    root: str | None  # the course root; None: the worker's own checkout
+    versions: dict[str, str]
+    refused: Flag | None = None  # why the files were not sent (then ``files`` is empty)
 
 
 # ------------------------------------------------------------------ notebook helpers
@@ -228,7 +247,7 @@ def grade_submission(task: Task) -> Outcome:
     from autograder.sandbox.launcher import execute_notebook
 
     started = time.monotonic()
-    course, chapter = Course.of(task.root, task.course_dir), task.chapter
+    course, chapter = Course.of(task.root), task.chapter
     source_nb = nbformat.read(course.source_notebook(chapter), as_version=4)
     release_dir = course.release_dir(chapter)
     release_nb = nbformat.read(course.release_notebook(chapter), as_version=4)
@@ -325,24 +344,74 @@ def _unique(flags: Iterable[Flag]) -> list[Flag]:
     return list(dict.fromkeys(flags))
 
 
-# ------------------------------------------------------------------ one learner, safely
+# ------------------------------------------------------------------ one learner, on a worker
+
+# Largest submission folder sent to a worker (collect accepts notebooks up to 50 MiB).
+MAX_SUBMISSION_BYTES = 64 * 2**20
 
 
-def grade_safely(task: Task) -> Outcome:
-    """:func:`grade_submission`, with any unexpected error ending as this learner's flag.
+def pack(course: Course, student: str, chapter: str, *, limits: Limits, root: str | None,
+         versions: dict[str, str]) -> Submission:
+    """The submission of ``student`` for ``chapter`` with the files of its folder (symbolic
+    links are left out: they could point anywhere on this machine)."""
+    folder = course.step_dir("submitted", student, chapter)
 
-    Learner code never runs in this process (only in sandboxed children with their own
-    deadlines), so learners are graded in threads of the grading process: no start-up cost
-    per learner, and one learner's failure still leaves the others alone.
-    """
-    started = time.monotonic()
+    def packed(files: dict[str, bytes], refused: Flag | None = None) -> Submission:
+        return Submission(student, chapter, files, asdict(limits), root, versions, refused)
+
     try:
-        return grade_submission(task)
+        paths = [Path(top, name) for top, _, names in os.walk(folder) for name in names]
+        paths = sorted(p for p in paths if p.is_file() and not p.is_symlink())
+        size = sum(p.stat().st_size for p in paths)
+        if size > MAX_SUBMISSION_BYTES:
+            return packed({}, Flag(
+                "submission_too_large", None,
+                f"the submission folder holds {size / 2**20:.0f} MiB, more than the "
+                f"{MAX_SUBMISSION_BYTES // 2**20} MiB a submission may; it was not graded. "
+                f"Remove the files the notebook does not need from {folder}, then grade this "
+                "learner again"))
+        return packed({p.relative_to(folder).as_posix(): p.read_bytes() for p in paths})
+    except OSError as exc:
+        return packed({}, Flag("grading_error", None,
+                               f"the submission folder could not be read: {exc}"))
+
+
+def grade_safely(submission: Submission) -> Outcome:
+    """Grade one submission on this machine (a worker's job); never raises.
+
+    The files are written to a temporary folder, the course comes from ``submission.root`` or
+    this checkout; any unexpected error, and a course that differs from the grader's, end as a
+    ``grading_error`` flag of this learner and an Outcome without a notebook.
+    """
+    from autograder.pipeline.cluster import differences, on_one_thread
+
+    started = time.monotonic()
+    student, chapter = submission.student, submission.chapter
+
+    def not_graded(flag: Flag) -> Outcome:
+        return Outcome(student, chapter, None, [flag], time.monotonic() - started)
+
+    if submission.refused is not None:
+        return not_graded(submission.refused)
+    root = submission.root or str(ROOT)
+    try:
+        on_one_thread()
+        differ = differences(submission.versions, root, chapter)
+        if differ:
+            return not_graded(Flag(
+                "grading_error", None,
+                f"the worker's course differs from the grader's ({', '.join(differ)}); install "
+                "the same course, and export the same AUTOGRADER_SECRET, on every worker"))
+        with tempfile.TemporaryDirectory(prefix=f"submission-{student}-") as folder:
+            notebook = Path(folder) / chapter / f"{chapter}.ipynb"
+            for name, data in submission.files.items():
+                (notebook.parent / name).parent.mkdir(parents=True, exist_ok=True)
+                (notebook.parent / name).write_bytes(data)
+            return grade_submission(Task(student, chapter, str(notebook), root,
+                                         submission.limits))
     except Exception as exc:  # a bug or an odd file must not stop the class
-        message = f"grading failed: {type(exc).__name__}: {exc}"
-    release = nbformat.read(Course.of(task.root).release_notebook(task.chapter), as_version=4)
-    return Outcome(task.student, task.chapter, nbformat.writes(placeholder(release, message)),
-                   [Flag("grading_error", None, message)], time.monotonic() - started)
+        return not_graded(Flag("grading_error", None,
+                               f"grading failed: {type(exc).__name__}: {exc}"))
 
 
 # ------------------------------------------------------------------ the whole class
@@ -372,17 +441,27 @@ def autograde(
     root: str | os.PathLike = ROOT,
     course_dir: str | os.PathLike | None = None,
     jobs: int = 1,
+    scheduler: str | None = None,
     students: Iterable[str] | None = None,
     limits: Limits | None = None,
     progress: Callable[[int], object] | None = None,
 ) -> list[Summary]:
     """Grade every collected submission of ``chapters`` and store the results.
 
+    Learners are graded in Dask worker processes (:mod:`autograder.pipeline.cluster`), each
+    with its submission's files; this process alone stores the results, in the order of the
+    chapters and students, each as soon as it and those before it are graded (an interrupted
+    run keeps every learner stored so far; grading again finishes the rest).
+
     Args:
         chapters: chapter ids.
-        root: the course root (``solutions/``, ``notebooks/``).
+        root: the course root (``solutions/``, ``notebooks/``). Workers on other machines use
+            their own checkout when this is the repository, else the same path on their
+            machine.
         course_dir: the nbgrader course folder; ``<root>/autograder/course`` by default.
-        jobs: learners graded at once (each runs its own sandboxed processes).
+        jobs: worker processes of the local cluster, one learner each at a time.
+        scheduler: the address of an existing Dask scheduler (``tcp://host:8786``) whose
+            workers grade instead of a local cluster; ``jobs`` is then not used.
         students: only these student ids (default: all with a submission).
         limits: sandbox limits (default: :class:`Limits`).
         progress: called with the number of tasks, returns an object with ``update(n)`` and
@@ -392,55 +471,104 @@ def autograde(
         One :class:`Summary` per graded submission, sorted by student and chapter.
 
     Raises:
-        ValueError: ``jobs`` is not a positive integer.
+        ValueError: ``jobs`` is not a positive integer, or the cluster's workers run several
+            threads or hold another version of the course.
+        ConnectionError: the scheduler cannot be reached or has no workers.
     """
+    from autograder.pipeline.cluster import check_workers, grading_client, in_order, versions
     from autograder.pipeline.gradebook import ensure_chapter
     from autograder.pipeline.release import generate
 
-    if not isinstance(jobs, int) or jobs < 1:
+    if scheduler is None and (not isinstance(jobs, int) or jobs < 1):
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}; pass --jobs 1 or more")
     course = Course.of(root, course_dir).resolved()
     config = course.config()
     limits = limits or Limits()
-    all_exercises()  # load the checks once, before the threads share them
-    tasks = []
-    for chapter in chapters:
-        if not ensure_chapter(config, chapter):
-            # Records the chapter's cells in the gradebook.
-            generate([chapter], course.root, course.folder)
-        tasks += [Task(student, chapter, str(course.notebook("submitted", student, chapter)),
-                       str(course.root), str(course.folder), asdict(limits))
-                  for student in submissions(course, chapter, students)]
-
-    bar = progress(len(tasks)) if progress else None
+    worker_root = None if course.root == ROOT else str(course.root)
     results = []
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(grade_safely, task) for task in tasks]
-        for future in as_completed(futures):
-            outcome = future.result()
-            try:
-                results.append(_store(outcome, config, course))
-            except Exception as exc:  # one learner's storage problem must not stop the class
-                flag = Flag("grading_error", None, f"storing the results failed: "
-                                                   f"{type(exc).__name__}: {exc}")
-                write_flags(course.folder, outcome.student, outcome.chapter, "grade", [flag])
-                results.append(Summary(outcome.student, outcome.chapter, 0.0, 0.0, (flag,),
-                                       outcome.seconds))
+    # The cluster first: a scheduler that cannot be reached fails the run before any work.
+    with grading_client(jobs, scheduler) as client:
+        wanted, pairs = {}, []
+        for chapter in chapters:
+            if not ensure_chapter(config, chapter):
+                # Records the chapter's cells in the gradebook.
+                generate([chapter], course.root, course.folder)
+            wanted[chapter] = versions(course.root, chapter)
+            pairs += [(student, chapter) for student in submissions(course, chapter, students)]
+        check_workers(client, worker_root, wanted)
+
+        def submit(pair: tuple[str, str]):
+            # Packed only now: the files of one learner per worker are in memory at a time.
+            student, chapter = pair
+            submission = pack(course, student, chapter, limits=limits, root=worker_root,
+                              versions=wanted[chapter])
+            return client.submit(grade_safely, submission,
+                                 key=f"grade-{chapter}-{student}-{uuid.uuid4().hex}")
+
+        bar = progress(len(pairs)) if progress else None
+        try:
+            for (student, chapter), future in in_order(client, pairs, submit):
+                outcome = _finished(future, student, chapter)
+                try:
+                    results.append(_store(outcome, config, course))
+                except Exception as exc:  # one learner's storage problem must not stop the class
+                    flag = Flag("grading_error", None, f"storing the results failed: "
+                                                       f"{type(exc).__name__}: {exc}")
+                    write_flags(course.folder, student, chapter, "grade", [flag])
+                    results.append(Summary(student, chapter, 0.0, 0.0, (flag,),
+                                           outcome.seconds))
+                if bar is not None:
+                    bar.update(1)
+        finally:
             if bar is not None:
-                bar.update(1)
-    if bar is not None:
-        bar.close()
+                bar.close()
     return sorted(results, key=lambda s: (s.student, s.chapter))
 
 
+def _finished(future, student: str, chapter: str) -> Outcome:
+    """The outcome of a finished grading task; a task that failed as a whole (its workers
+    died, or it raised) becomes a flag of its learner.
+
+    Raises:
+        ConnectionError: the task was cancelled: the cluster is gone, which says nothing about
+            this learner, so nothing is stored for it.
+    """
+    from concurrent.futures import CancelledError
+
+    from distributed import KilledWorker
+
+    try:
+        return future.result()
+    except CancelledError as exc:
+        raise ConnectionError(f"lost the Dask cluster while grading {student}/{chapter} "
+                              f"({exc}); the learners stored so far are kept, grade again to "
+                              "finish the others") from exc
+    except KilledWorker as exc:
+        flag = Flag("worker_died", None,
+                    f"the worker process grading this submission died "
+                    f"{exc.allowed_failures + 1} times (a crash, a memory limit or a lost "
+                    "machine); it was not graded and scores 0. Look at the submission, then "
+                    "grade this learner again")
+    except Exception as exc:
+        flag = Flag("grading_error", None, f"grading failed: {type(exc).__name__}: {exc}")
+    return Outcome(student, chapter, None, [flag])
+
+
 def _store(outcome: Outcome, config, course: Course) -> Summary:
-    """Write one outcome: autograded notebook, gradebook scores, flags (main process only)."""
+    """Write one outcome: autograded notebook, gradebook scores, flags (this process only).
+
+    An outcome without a notebook stores the release with every graded cell failed with the
+    reason of its first flag."""
     from nbgrader.utils import determine_grade, parse_utc
 
     from autograder.pipeline.gradebook import save_grades
 
     student, chapter = outcome.student, outcome.chapter
-    nb = nbformat.reads(outcome.notebook, as_version=4)
+    if outcome.notebook is None:
+        release = nbformat.read(course.release_notebook(chapter), as_version=4)
+        nb = placeholder(release, outcome.flags[0].reason)
+    else:
+        nb = nbformat.reads(outcome.notebook, as_version=4)
     submitted = course.step_dir("submitted", student, chapter)
     target = course.step_dir("autograded", student, chapter)
     target.mkdir(parents=True, exist_ok=True)

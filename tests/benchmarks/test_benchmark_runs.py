@@ -26,6 +26,11 @@ def notebook_times(benchmark_script):
     return benchmark_script("notebook_times")
 
 
+@pytest.fixture(scope="module")
+def stability(benchmark_script):
+    return benchmark_script("grading_stability")
+
+
 # ------------------------------------------------------------------ time to accuracy
 
 
@@ -152,3 +157,20 @@ def test_chapter_one_fast_mode_is_timed_and_the_repository_untouched(
     number, seconds = run["slowest_cell"]
     assert number in code[1:] and 0 <= seconds < run["seconds"]
     assert {p: p.stat().st_mtime_ns for p in chapter.rglob("*")} == before
+
+
+# ------------------------------------------------------------------ grading stability
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
+def test_grading_stability_grades_the_class_again_and_compares(stability, capsys):
+    """Two gradings of an honest learner and an empty file with one worker: no grading_error,
+    grades as expected, the same CSV."""
+    assert stability.main(["--runs", "2", "--jobs", "1", "--learners", "ada", "mo"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("3 notebooks of 2 learners, 2 runs, --jobs 1\n"), out
+    for run in (1, 2):
+        assert re.search(rf"^run  {run}: +\d+\.\d s  grading_error: 0  as expected: yes  CSV "
+                         r"identical to run 1: yes$", out, re.M), out
+    assert out.rstrip().endswith("every run clean")

@@ -15,15 +15,17 @@ from autograder.cli import main
 from autograder.course import ROOT, Course, course_config
 from autograder.flags import Flag, read_flags, write_flags
 from autograder.notebook import exercise_ids, graded_test_cells
+from autograder.pipeline.cluster import versions
 from autograder.pipeline.grade import (
+    MAX_SUBMISSION_BYTES,
     Outcome,
-    Task,
     _read_submission,
     _store,
     _wrong_chapter,
     drop_unknown_grade_ids,
     grade_safely,
     kernel_secret,
+    pack,
     placeholder,
     strip_for_learners,
     with_hidden_tests,
@@ -177,16 +179,77 @@ def test_store_writes_gradebook_and_csv_idempotently(course):
     assert (course_dir / "autograded" / "bob" / CH / f"{CH}.ipynb").is_file()
 
 
-def test_an_error_while_grading_fails_only_its_learner(tmp_path):
+def submitted(course: dict, student: str, files: dict[str, bytes]) -> Course:
+    """``course`` with ``files`` in the submission folder of ``student``."""
+    where = Course.of(course["root"], course["course_dir"])
+    folder = where.step_dir("submitted", student, CH)
+    for name, data in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    return where
+
+
+def test_a_submission_travels_with_its_files_and_without_links(course, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not the learner's")
+    where = submitted(course, "carol", {f"{CH}.ipynb": RELEASE.read_bytes(),
+                                        "timestamp.txt": b"2025-03-01 12:00:00.000000 UTC\n",
+                                        "data/words.txt": b"ein zwei"})
+    (where.step_dir("submitted", "carol", CH) / "link.txt").symlink_to(secret)
+    submission = pack(where, "carol", CH, limits=Limits(), root=None,
+                      versions=versions(course["root"], CH))
+    assert submission.files == {f"{CH}.ipynb": RELEASE.read_bytes(),
+                                "timestamp.txt": b"2025-03-01 12:00:00.000000 UTC\n",
+                                "data/words.txt": b"ein zwei"}
+    assert (submission.student, submission.chapter, submission.refused) == ("carol", CH, None)
+    assert submission.limits == asdict(Limits())
+
+
+def test_a_submission_too_large_is_not_sent_and_scores_zero(course, monkeypatch):
+    import autograder.pipeline.grade as grade
+
+    where = submitted(course, "dave", {f"{CH}.ipynb": RELEASE.read_bytes(),
+                                       "big.bin": bytes(MAX_SUBMISSION_BYTES // 64)})
+    monkeypatch.setattr(grade, "MAX_SUBMISSION_BYTES", MAX_SUBMISSION_BYTES // 64)
+    submission = pack(where, "dave", CH, limits=Limits(), root=str(course["root"]),
+                      versions=versions(course["root"], CH))
+    assert submission.files == {} and submission.refused.code == "submission_too_large"
+    outcome = grade_safely(submission)
+    assert outcome.notebook is None and outcome.flags == [submission.refused]
+    summary = _store(outcome, course_config(course["root"], course["course_dir"]), where)
+    assert summary.score == 0 and summary.max_score == 7
+    assert "more than the 1 MiB" in read_flags(course["course_dir"], "dave", CH)[0].reason
+
+
+def test_an_error_while_grading_fails_only_its_learner(course, tmp_path):
     # A course root without solutions/: grading this learner cannot even start.
     shutil.copytree(ROOT / "notebooks" / CH, tmp_path / "notebooks" / CH)
-    task = Task("alice", CH, str(tmp_path / "missing.ipynb"), str(tmp_path),
-                str(tmp_path / "course"), asdict(Limits()))
-    outcome = grade_safely(task)
+    where = submitted(course, "alice", {})
+    submission = pack(where, "alice", CH, limits=Limits(), root=str(tmp_path),
+                      versions=versions(tmp_path, CH))
+    outcome = grade_safely(submission)
+    assert outcome.notebook is None
     assert [f.code for f in outcome.flags] == ["grading_error"]
     assert "FileNotFoundError" in outcome.flags[0].reason
-    nb = nbformat.reads(outcome.notebook, as_version=4)
+    summary = _store(outcome, course_config(course["root"], course["course_dir"]), where)
+    assert (summary.score, summary.max_score) == (0, 7)
+    nb = nbformat.read(where.notebook("autograded", "alice", CH), as_version=4)
     assert all(determine_grade(c)[0] == 0 for c in graded_test_cells(nb))
+    assert all("FileNotFoundError" in c.outputs[-1].evalue for c in graded_test_cells(nb))
+
+
+def test_a_worker_with_another_course_refuses_to_grade(course, monkeypatch):
+    where = submitted(course, "erin", {f"{CH}.ipynb": SOURCE.read_bytes()})
+    monkeypatch.setenv("AUTOGRADER_SECRET", "the grader's secret")
+    submission = pack(where, "erin", CH, limits=Limits(), root=str(course["root"]),
+                      versions=versions(course["root"], CH))
+    monkeypatch.setenv("AUTOGRADER_SECRET", "a worker's other secret")
+    outcome = grade_safely(submission)
+    assert outcome.notebook is None and [f.code for f in outcome.flags] == ["grading_error"]
+    assert "differs from the grader's (grading secret)" in outcome.flags[0].reason
+    moved = pack(where, "erin", CH, limits=Limits(), root=str(course["root"] / "elsewhere"),
+                 versions=submission.versions)
+    assert "not on this machine" in grade_safely(moved).flags[0].reason
 
 
 def test_cli_usage_errors(tmp_path, capsys):

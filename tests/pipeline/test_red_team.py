@@ -303,7 +303,7 @@ def graded_attacks(tmp_path_factory):
                if Path(folder).is_dir()}
     before = _digest(inbox)
     outcome = grade_submission(Task("mallory", "ch02_attention", str(submission),
-                                    str(course.root), str(course_dir), LIMITS.__dict__))
+                                    str(course.root), LIMITS.__dict__))
     return outcome, before, _digest(inbox), watched
 
 

@@ -1,0 +1,259 @@
+"""Where learners are graded: the worker processes of a Dask cluster.
+
+    with grading_client(jobs=2) as client:                       # a LocalCluster on this machine
+        ...
+    with grading_client(scheduler="tcp://10.0.0.5:8786") as client:   # an existing cluster
+        for item, future in in_order(client, items, submit):
+            ...
+
+Every worker is a process with one thread: grading code (nbgrader, nbformat, the checks, and
+the libraries they call, which parse Python with ``ast``) is never run by two threads of one
+interpreter. A worker grades one learner after the other, so its imports are paid once.
+
+The process that calls :func:`in_order` keeps exactly one learner per worker in flight. So a
+worker that dies (killed, out of memory, a crash) was grading one learner only: Dask grades that
+learner again on another worker, and after :data:`ALLOWED_FAILURES` such deaths gives up on it
+(``KilledWorker``), which the caller turns into a flag for that learner alone.
+
+Grading on other machines needs the same course on every one of them (:func:`versions` says
+what must agree; the grader refuses workers that differ).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import functools
+import hashlib
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from autograder.course import COURSE_FOLDER, IGNORED_FILES, ROOT, Course
+from autograder.exercises.checking import DEVELOPMENT_SECRET, SECRET_ENV
+
+if TYPE_CHECKING:
+    from distributed import Client, Future
+
+# Deaths of the worker grading one learner that Dask forgives: it grades the learner again on
+# another worker, up to ALLOWED_FAILURES times, then reports KilledWorker for it.
+ALLOWED_FAILURES = 2
+# Seconds to reach a scheduler, and to wait for its first worker.
+CONNECT_TIMEOUT_S = 30
+WORKERS_TIMEOUT_S = 120
+# Dask settings of the local cluster (``--jobs N``); an existing cluster keeps its own.
+LOCAL_CONFIG = {
+    "distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
+    # The statistical profiler samples the grading thread from a thread of its own every
+    # 10 ms: CPU that grading needs, for figures nobody reads here.
+    "distributed.worker.profile.enabled": False,
+}
+# A submission travels inside its task; a large notebook is expected, not a mistake to warn of.
+CLIENT_CONFIG = {"distributed.admin.large-graph-warning-threshold": "128MiB"}
+PACKAGES = ("autograder", "transformer_ref")
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def grading_client(jobs: int = 1, scheduler: str | None = None) -> Iterator[Client]:
+    """A Dask client whose workers grade: ``jobs`` local worker processes, or the workers of
+    the cluster whose scheduler is at ``scheduler``.
+
+    The local cluster listens on 127.0.0.1 only and is shut down on leaving the block.
+
+    Raises:
+        ConnectionError: the scheduler cannot be reached, or no worker joins it in time.
+        ValueError: a worker of the cluster runs more than one thread.
+    """
+    import dask
+    from distributed import Client, LocalCluster
+
+    with dask.config.set(CLIENT_CONFIG), contextlib.ExitStack() as stack:
+        if scheduler is None:
+            with dask.config.set(LOCAL_CONFIG):
+                # No dashboard; the scheduler's HTTP endpoints (health, metrics) on a free
+                # port rather than 8787, which another cluster may hold.
+                cluster = stack.enter_context(LocalCluster(
+                    n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
+                    dashboard_address=None, silence_logs=logging.ERROR,
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}))
+            yield stack.enter_context(Client(cluster))
+            return
+        try:
+            client = stack.enter_context(Client(scheduler, timeout=CONNECT_TIMEOUT_S))
+        except (OSError, TimeoutError) as exc:
+            raise ConnectionError(
+                f"cannot reach the Dask scheduler at {scheduler} ({exc}). Start one with "
+                f"`dask scheduler` and workers with `dask worker {scheduler} --nthreads 1`, or "
+                "grade on this machine with --jobs N") from exc
+        try:
+            client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
+        except TimeoutError as exc:
+            raise ConnectionError(
+                f"no worker joined the Dask scheduler at {scheduler} within "
+                f"{WORKERS_TIMEOUT_S} s; start workers with `dask worker {scheduler} "
+                "--nthreads 1`") from exc
+        threaded = {address: n for address, n in client.nthreads().items() if n != 1}
+        if threaded:
+            listed = ", ".join(f"{address} ({n} threads)" for address, n in threaded.items())
+            raise ValueError(f"grading needs workers with one thread each, but {listed}; "
+                             f"restart them with `dask worker {scheduler} --nthreads 1`")
+        yield client
+
+
+def in_order(client: Client, items: Sequence[T],
+             submit: Callable[[T], Future]) -> Iterator[tuple[T, Future]]:
+    """Run ``submit(item)`` for every item, one item per worker at a time; yield each item with
+    its finished future, in the order of ``items``.
+
+    A new item is submitted as soon as one finishes, up to the number of workers the cluster
+    has at that moment (at least one), so that an idle worker never waits and a busy one is not
+    handed a second learner that its death would take with it (only a learner whose worker
+    died may have to wait on a busy one).
+    """
+    from distributed import as_completed
+
+    pending = iter(enumerate(items))
+    running: dict[Future, int] = {}
+    finished: dict[int, Future] = {}
+    completed = as_completed()
+
+    def top_up() -> None:
+        slots = max(1, len(client.nthreads()))
+        while len(running) < slots and (following := next(pending, None)) is not None:
+            index, item = following
+            future = submit(item)
+            running[future] = index
+            completed.add(future)
+
+    top_up()
+    ready = 0
+    for future in completed:
+        finished[running.pop(future)] = future
+        top_up()
+        while ready in finished:
+            yield items[ready], finished.pop(ready)
+            ready += 1
+
+
+def on_one_thread() -> None:
+    """Raise unless this code runs in a Dask worker of one thread (or outside Dask).
+
+    Raises:
+        RuntimeError: the worker runs several threads, so two learners could be graded at once
+            in one interpreter.
+    """
+    from distributed import get_worker
+
+    try:
+        worker = get_worker()
+    except ValueError:  # not in a worker: called directly, one learner at a time
+        return
+    if worker.state.nthreads != 1:
+        raise RuntimeError(f"the Dask worker {worker.address} runs {worker.state.nthreads} "
+                           "threads; grading needs one thread per worker: restart it with "
+                           "`dask worker SCHEDULER --nthreads 1`")
+
+
+# ------------------------------------------------------------------ the same course everywhere
+
+
+def versions(root: str | os.PathLike, chapter: str) -> dict[str, str]:
+    """Digests of what grading ``chapter`` depends on, on this machine.
+
+    A worker grades with its own checkout, so the grader compares these with its own: the
+    course's code (``autograder`` and ``transformer_ref``), Python and the installed packages
+    the course pins, the chapter's source notebook and release folder under ``root``, and the
+    grading secret (``AUTOGRADER_SECRET``, which sets the hidden tests' inputs; only a one-way
+    digest of it is shown).
+    """
+    course = Course.of(root)
+    secret = os.environ.get(SECRET_ENV) or DEVELOPMENT_SECRET
+    return {
+        "course code": _code_digest(),
+        "Python and packages": _digest([_packages().encode()]),
+        f"{chapter} notebooks": _digest(
+            [p.relative_to(course.root).as_posix().encode() + b"\0" + p.read_bytes()
+             for p in _chapter_files(course, chapter)]),
+        "grading secret": _digest([f"{secret}\0worker check".encode()]),
+    }
+
+
+def differences(expected: dict[str, str], root: str | os.PathLike, chapter: str) -> list[str]:
+    """The names of :func:`versions` entries in which this machine differs from ``expected``."""
+    if not Path(root).is_dir():
+        return [f"the course root {root} (not on this machine)"]
+    here = versions(root, chapter)
+    return [name for name, digest in expected.items() if here.get(name) != digest]
+
+
+def _digest(parts: list[bytes]) -> str:
+    hasher = hashlib.sha256()
+    for part in parts:
+        hasher.update(hashlib.sha256(part).digest())
+    return hasher.hexdigest()[:16]
+
+
+def _chapter_files(course: Course, chapter: str) -> list[Path]:
+    """The files grading reads for ``chapter``: its source notebook and the files at the top
+    of its release folder (the notebook and the data files copied next to the learner's)."""
+    release = course.release_dir(chapter)
+    files = [course.source_notebook(chapter)]
+    if release.is_dir():
+        files += sorted(p for p in release.iterdir() if p.is_file() and not any(
+            fnmatch.fnmatch(p.name, pattern) for pattern in IGNORED_FILES))
+    return [p for p in files if p.is_file()]
+
+
+@functools.cache
+def _code_digest() -> str:
+    """Digest of the course's Python files (once per process: its code is loaded by then)."""
+    parts = []
+    for package in PACKAGES:
+        for folder, dirs, files in os.walk(ROOT / package):
+            # The default course folder (the learners' files) lives inside the package.
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__"
+                             and Path(folder, d) != ROOT / COURSE_FOLDER)
+            parts += [Path(folder, f).relative_to(ROOT).as_posix().encode() + b"\0"
+                      + Path(folder, f).read_bytes() for f in sorted(files) if f.endswith(".py")]
+    return _digest(parts)
+
+
+@functools.cache
+def _packages() -> str:
+    """Python's version and the installed version of each package the course requires (a
+    local build label such as torch's ``+cpu`` or ``+cu128`` is the same release)."""
+    names = [r.split(";")[0].split("==")[0].strip()
+             for r in metadata.requires("build-the-transformer") or [] if "extra ==" not in r]
+    return " ".join([sys.version.split()[0],
+                     *(f"{n}=={metadata.version(n).split('+')[0]}" for n in sorted(names))])
+
+
+def check_workers(client: Client, root: str | None, wanted: dict[str, dict[str, str]]) -> None:
+    """Refuse a cluster whose workers would grade with another course than this one.
+
+    Args:
+        root: the course root the workers use; None for each worker's own checkout.
+        wanted: chapter -> this machine's :func:`versions` of it.
+
+    Raises:
+        ValueError: a worker differs; the message names it and what differs.
+    """
+    found = client.run(worker_differences, root, wanted)
+    bad = {address: names for address, names in sorted(found.items()) if names}
+    if bad:
+        listed = "; ".join(f"{address}: {', '.join(names)}" for address, names in bad.items())
+        raise ValueError(f"workers whose course differs from this one ({listed}). Every worker "
+                         "needs the same checkout of the course, installed the same way, and "
+                         "the same AUTOGRADER_SECRET")
+
+
+def worker_differences(root: str | None, wanted: dict[str, dict[str, str]]) -> list[str]:
+    """What differs here from ``wanted`` (chapter -> :func:`versions`), over all chapters."""
+    here = ROOT if root is None else root
+    return sorted({name for chapter, expected in wanted.items()
+                   for name in differences(expected, here, chapter)})

@@ -1,0 +1,181 @@
+"""Time to grade one PyTorch notebook (chapters 7-10), today's grader against an older one.
+
+Each chapter's honest submission (the release with the course's solutions pasted in, as the
+sample class writes them) is collected into a fresh course folder and graded with
+``python -m autograder autograde CHAPTER --jobs 1``, ``--repeats`` times after one unmeasured
+run (which records the chapter in the gradebook and warms the file cache). Two figures, medians:
+
+* grading: the seconds the grader reports for the learner in its summary table (whole
+  seconds): restoring, executing and verifying the notebook and storing the result;
+* command: the wall time of the whole command, which adds Python start-up, imports and, for
+  today's grader, starting and stopping its one-worker cluster (a cost per run, not per
+  notebook).
+
+With ``--baseline-rev REV`` a temporary ``git worktree`` of REV grades the same notebooks with
+its own grader and its own solutions and release, alternating with this checkout chapter by
+chapter, and the ratios today / REV are printed (goal for grading: at most 1.5). Both sides
+run with this checkout's Python and packages; REV's side gets a virtual environment of its own
+whose import path puts the worktree before them, so that its sandboxed processes (which drop
+the caller's environment) import REV's code too. Notebooks run in fast mode
+(``TRANSFORMER_COURSE_FAST=1``, as in CI) unless ``--full`` is given.
+
+    python benchmarks/torch_grading_time.py                          # this checkout only
+    python benchmarks/torch_grading_time.py --baseline-rev f909db6   # and an older revision
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from autograder.course import ROOT
+from autograder.demo.sample_class import SOLUTION, load_chapter, work
+
+CHAPTERS = ("ch07_pytorch_modules", "ch08_decoder_and_model", "ch09_training",
+            "ch10_translation")
+LEARNER = "honest"
+
+
+def write_submissions(inbox: Path, chapters: list[str]) -> None:
+    """``inbox/honest/<chapter>/<chapter>.ipynb``: every exercise answered with the solution."""
+    for name in chapters:
+        chapter = load_chapter(name)
+        path = inbox / LEARNER / name / f"{name}.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(work(chapter, dict.fromkeys(chapter.exercises, SOLUTION)), path)
+
+
+@dataclass(frozen=True)
+class Side:
+    """A grader to time: its checkout and the Python that imports it."""
+
+    label: str
+    checkout: Path
+    python: str
+
+
+def baseline_side(label: str, checkout: Path, folder: Path) -> Side:
+    """A virtual environment of ``folder`` in which ``checkout``'s packages come first, then this
+    environment's packages (its own editable install of the course is not read)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    (site,) = folder.glob("lib/python*/site-packages")
+    (site / "baseline.pth").write_text(f"{checkout}\n{sysconfig.get_paths()['purelib']}\n")
+    return Side(label, checkout, str(folder / "bin" / "python"))
+
+
+def autograder(side: Side, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``python -m autograder ARGS`` with the grader of ``side``, from its checkout."""
+    return subprocess.run([side.python, "-m", "autograder", *args], cwd=side.checkout, env=env,
+                          capture_output=True, text=True, check=False)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One ``autograde CHAPTER --jobs 1`` of the learner."""
+
+    grading: float  # seconds the grader reports for the learner
+    command: float  # wall seconds of the command
+    score: str  # "points/max"
+
+
+def time_grading(side: Side, course_dir: Path, chapter: str, env: dict[str, str]) -> Run:
+    start = time.perf_counter()
+    done = autograder(side, "autograde", chapter, "--jobs", "1", "--course-dir",
+                      str(course_dir), env=env)
+    seconds = time.perf_counter() - start
+    row = re.search(rf"^{LEARNER}\s+{chapter}\s+(\S+)\s+(\d+)s\s", done.stdout, re.M)
+    if done.returncode != 0 or row is None:
+        raise RuntimeError(f"autograde {chapter} with {side.label} failed:\n"
+                           f"{done.stdout[-1000:]}\n{done.stderr[-2000:]}")
+    return Run(float(row.group(2)), seconds, row.group(1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chapters", nargs="+", default=list(CHAPTERS), choices=CHAPTERS,
+                        metavar="CHAPTER", help="chapters to grade (default: ch07 to ch10)")
+    parser.add_argument("--baseline-rev", metavar="REV",
+                        help="also grade with the grader of this git revision, e.g. f909db6")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="measured runs per chapter and side (default 1)")
+    parser.add_argument("--full", action="store_true",
+                        help="run the notebooks in full mode, as learners do (slower)")
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats must be 1 or more")
+
+    # nbgrader runs this environment's alembic command, whichever Python grades.
+    scripts = str(Path(sys.executable).parent)
+    env = {k: v for k, v in os.environ.items() if k not in ("TRANSFORMER_COURSE_FAST",
+                                                            "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join([scripts, env.get("PATH", "")])
+    if not args.full:
+        env["TRANSFORMER_COURSE_FAST"] = "1"
+    with ExitStack() as stack:
+        workspace = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="torch-grade-")))
+        # Sandboxed code runs as a user of its own, which must reach REV's Python and code here.
+        workspace.chmod(0o711)
+        sides = [Side("today", ROOT, sys.executable)]
+        if args.baseline_rev:
+            baseline = workspace / "baseline"
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet",
+                            str(baseline), args.baseline_rev], check=True)
+            stack.callback(subprocess.run, ["git", "-C", str(ROOT), "worktree", "remove",
+                                            "--force", str(baseline)], check=False)
+            sides.insert(0, baseline_side(args.baseline_rev, baseline, workspace / "venv"))
+        inbox = workspace / "inbox"
+        write_submissions(inbox, args.chapters)
+        runs: dict[tuple[str, str], list[Run]] = {}
+        for chapter in args.chapters:
+            for side in sides:
+                course_dir = workspace / f"course-{len(runs)}"
+                collected = autograder(side, "collect", str(inbox), "--chapter", chapter,
+                                       "--course-dir", str(course_dir), env=env)
+                if collected.returncode != 0:
+                    raise RuntimeError(f"collect with {side.label} failed:\n{collected.stderr}")
+                time_grading(side, course_dir, chapter, env)  # unmeasured first run
+                runs[side.label, chapter] = [time_grading(side, course_dir, chapter, env)
+                                             for _ in range(args.repeats)]
+
+    labels = [side.label for side in sides]
+    mode = "full" if args.full else "fast"
+    print(f"seconds to grade one honest notebook with autograde --jobs 1 ({mode} mode, median "
+          f"of {args.repeats}): the grader's own time for the learner, then the whole command")
+    print("chapter".ljust(24) + "".join(f"{label + ' grading':>18}{label + ' command':>18}"
+                                        for label in labels) + "  score")
+    medians = {key: (statistics.median(r.grading for r in value),
+                     statistics.median(r.command for r in value)) for key, value in runs.items()}
+    for chapter in args.chapters:
+        cells = "".join(f"{medians[label, chapter][0]:18.0f}{medians[label, chapter][1]:18.1f}"
+                        for label in labels)
+        scores = ", ".join(dict.fromkeys(runs[label, chapter][-1].score for label in labels))
+        print(chapter.ljust(24) + cells + "  " + scores)
+    if len(labels) == 2:
+        grading, command = ([sum(medians[label, c][i] for c in args.chapters) for label in labels]
+                            for i in (0, 1))
+        print(f"all chapters, grading: {grading[0]:.0f} s with {labels[0]}, {grading[1]:.0f} s "
+              f"today; ratio {grading[1] / grading[0]:.2f} (goal <= 1.5)")
+        print(f"all chapters, command: {command[0]:.1f} s with {labels[0]}, {command[1]:.1f} s "
+              f"today; ratio {command[1] / command[0]:.2f}")
+    partial = sorted(key for key, value in runs.items()
+                     if value[-1].score.split("/")[0] != value[-1].score.split("/")[-1])
+    for label, chapter in partial:
+        print(f"NOTE: {label} did not give {chapter} full marks ({runs[label, chapter][-1].score});"
+              " its time is not that of a complete grading")
+    return 1 if partial else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,340 @@
+"""Grading on Dask workers: the same grades on a local cluster, on a real cluster started with
+the ``dask scheduler`` and ``dask worker`` commands, and when workers die in the middle of
+grading; and the checks that refuse a cluster that cannot grade.
+
+One temporary course (module-scoped) holds part of the sample class; every run grades it into a
+course folder of its own and is compared with the undisturbed ``--jobs 2`` run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from distributed import Client, LocalCluster
+from distributed.diagnostics.plugin import SchedulerPlugin
+
+from autograder.cli import main
+from autograder.course import ROOT, Course
+from autograder.demo.demo import prepare_course
+from autograder.demo.sample_class import CHAPTERS, build_class
+from autograder.pipeline import cluster
+from autograder.pipeline.cluster import (
+    check_workers,
+    grading_client,
+    in_order,
+    on_one_thread,
+    versions,
+)
+from autograder.pipeline.collect import collect
+from autograder.pipeline.grade import _finished, autograde
+from autograder.pipeline.gradebook import read_scores
+from autograder.pipeline.report import export_csv
+
+# Honest work in both chapters, a cheat, honest work beside a cheat, a broken file beside
+# honest work, and an empty file: every way a grade is made.
+LEARNERS = ("ada", "gus", "hana", "kim", "mo")
+CH02, CH05 = CHAPTERS
+DASK = Path(sys.executable).with_name("dask")
+START_TIMEOUT_S = 120
+
+pytestmark = [pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")]
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> dict:
+    """The released sample chapters in a course root, and the class to collect."""
+    workspace = tmp_path_factory.mktemp("cluster")
+    root = prepare_course(workspace, list(CHAPTERS))
+    build_class(workspace / "class", root=root, learners=LEARNERS)
+    return {"root": root, "class": workspace / "class"}
+
+
+def grade(sample: dict, name: str, **where) -> dict:
+    """Collect the class into course folder ``name``, grade it (``where``: ``jobs`` or
+    ``scheduler``), export the CSV; return the CSV and the gradebook's scores."""
+    course = Course.of(sample["root"], sample["root"] / name)
+    collect([sample["class"]], chapters=list(CHAPTERS), **course.as_kwargs())
+    summaries = autograde(list(CHAPTERS), **where, **course.as_kwargs())
+    return {"course": course, "summaries": summaries, "csv": export_csv(**course.as_kwargs()),
+            "scores": read_scores(course.config())}
+
+
+@pytest.fixture(scope="module")
+def undisturbed(sample) -> dict:
+    return grade(sample, "course-jobs-2", jobs=2)
+
+
+# ------------------------------------------------------------------ a real cluster
+
+
+def start(command: list[str], log: Path) -> subprocess.Popen:
+    """Start a command in a session of its own (so it can be stopped with its children)."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                start_new_session=True)
+
+
+def stop(process: subprocess.Popen) -> None:
+    """Stop a started command and its children: politely, then for good."""
+    for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        if process.poll() is not None:
+            return
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def scheduler_address(scheduler_file: Path, process: subprocess.Popen, log: Path) -> str:
+    """The address the scheduler wrote into its file, once it has (it picks a free port)."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"dask scheduler ended ({process.returncode}):\n{log.read_text()}")
+        try:
+            return json.loads(scheduler_file.read_text())["address"]
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            time.sleep(0.2)  # not written (completely) yet
+    pytest.fail(f"dask scheduler wrote no address within {START_TIMEOUT_S} s:\n{log.read_text()}")
+
+
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory) -> Iterator[str]:
+    """``dask scheduler`` and two ``dask worker ADDRESS --nthreads 1 --nworkers 1`` on
+    127.0.0.1; the scheduler's address. Everything is stopped afterwards, also on failure."""
+    folder = tmp_path_factory.mktemp("dask")
+    scheduler_file = folder / "scheduler.json"
+    processes = []
+    try:
+        log = folder / "scheduler.log"
+        processes.append(start([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
+                                "--scheduler-file", str(scheduler_file)], log))
+        address = scheduler_address(scheduler_file, processes[0], log)
+        for index in range(2):
+            processes.append(start([str(DASK), "worker", address, "--nthreads", "1",
+                                    "--nworkers", "1", "--host", "127.0.0.1", "--no-dashboard",
+                                    "--local-directory", str(folder / f"worker-{index}")],
+                                   folder / f"worker-{index}.log"))
+        with Client(address, timeout=START_TIMEOUT_S) as client:
+            client.wait_for_workers(2, timeout=START_TIMEOUT_S)
+        yield address
+    finally:
+        for process in reversed(processes):
+            stop(process)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_real_cluster_grades_the_class_as_the_local_one(sample, undisturbed, dask_cluster,
+                                                         capsys):
+    """`python -m autograder autograde all --scheduler ADDRESS` on workers started with the
+    `dask` commands: the same CSV and gradebook as `--jobs 2`, by long-lived workers."""
+    with Client(dask_cluster) as client:
+        pids = client.run(os.getpid)
+        assert len(pids) == 2
+        course = Course.of(sample["root"], sample["root"] / "course-scheduler")
+        collect([sample["class"]], chapters=list(CHAPTERS), **course.as_kwargs())
+        where = ["--root", str(course.root), "--course-dir", str(course.folder)]
+        assert main(["autograde", "all", "--scheduler", dask_cluster, *where]) == 0
+        table = capsys.readouterr().out
+        assert f"{len(undisturbed['summaries'])} submission(s) graded" in table
+        assert export_csv(**course.as_kwargs()) == undisturbed["csv"]
+        assert read_scores(course.config()) == undisturbed["scores"]
+        # The same two processes graded every learner, and they keep what they imported.
+        assert client.run(os.getpid) == pids
+        assert set(client.run(lambda: "nbgrader.preprocessors" in sys.modules).values()) == {True}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_demo_grades_on_a_real_cluster(dask_cluster, tmp_path):
+    """`python -m autograder demo --scheduler ADDRESS` (here two learners of its class):
+    every grade as expected, on the cluster's workers."""
+    from autograder.demo.demo import run_demo
+
+    result = run_demo(tmp_path / "demo", scheduler=dask_cluster, learners=("kim", "mo"))
+    assert result.comparison.ok, result.comparison.problems
+    graded = {(r.learner, r.chapter) for r in result.rows}
+    assert graded == {("kim", CH02), ("kim", CH05), ("mo", CH02)}
+    with Client(dask_cluster) as client:  # the cluster's scheduler ran their grading tasks
+        keys = client.run_on_scheduler(lambda dask_scheduler: {
+            key for key, _, finish, *_ in dask_scheduler.transition_log if finish == "memory"})
+    # Keys are grade-<chapter>-<student>-<token>.
+    assert graded <= {(key.split("-")[2], key.split("-")[1]) for key in keys
+                      if key.startswith("grade-")}
+
+
+# ------------------------------------------------------------------ workers that die
+
+
+class KillWhileGrading(SchedulerPlugin):
+    """Kills (SIGKILL) the worker process that is grading a chosen submission, ``kill_s``
+    seconds after it got it: once for ``once``, every time for ``always``."""
+
+    def __init__(self, scheduler, once: tuple[str, str], always: tuple[str, str],
+                 kill_s: float = 1.0) -> None:
+        self.scheduler, self.kill_s = scheduler, kill_s
+        self.prefixes = {f"grade-{chapter}-{student}-": rule
+                         for rule, (student, chapter) in (("once", once), ("always", always))}
+        self.started: dict[str, int] = {"once": 0, "always": 0}
+        self.killed: dict[str, int] = {"once": 0, "always": 0}
+
+    def transition(self, key, start, finish, *args, **kwargs) -> None:
+        rule = next((r for p, r in self.prefixes.items() if str(key).startswith(p)), None)
+        if finish != "processing" or rule is None:
+            return
+        self.started[rule] += 1
+        if rule == "always" or self.started[rule] == 1:
+            worker = self.scheduler.tasks[key].processing_on
+            asyncio.get_running_loop().call_later(self.kill_s, self.kill, key, worker, rule)
+
+    def kill(self, key, worker, rule: str) -> None:
+        task = self.scheduler.tasks.get(key)
+        if task is not None and task.processing_on is worker:  # still grading there
+            os.kill(worker.pid, signal.SIGKILL)
+            self.killed[rule] += 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_killed_worker_costs_nothing_and_a_worker_killer_only_its_learner(
+        sample, undisturbed, tmp_path, monkeypatch):
+    """ada's ch02 loses its worker once in the middle of grading and is graded again with the
+    same result; hana's ch05 loses its worker every time and ends flagged `worker_died`, scored
+    0; everything else equals the undisturbed run."""
+    # Sandboxes that a killed worker leaves running finish in this test's folder.
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    with grading_client(jobs=2) as client:
+        plugin = KillWhileGrading(client.cluster.scheduler, once=("ada", CH02),
+                                  always=("hana", CH05))
+
+        async def add_plugin() -> None:
+            client.cluster.scheduler.add_plugin(plugin)
+
+        client.sync(add_plugin)
+        killed = grade(sample, "course-killed", scheduler=client.scheduler.address)
+    assert plugin.killed == {"once": 1, "always": cluster.ALLOWED_FAILURES + 1}
+    assert plugin.started["once"] == 2  # graded again after the death
+
+    lost = f"hana,{CH05},"
+    assert [line for line in killed["csv"].splitlines() if not line.startswith(lost)] == [
+        line for line in undisturbed["csv"].splitlines() if not line.startswith(lost)]
+    (row,) = [line for line in killed["csv"].splitlines() if line.startswith(lost)]
+    assert row.startswith(f"{lost}0,") and ",worker_died," in row
+    assert f"died {cluster.ALLOWED_FAILURES + 1} times" in row
+    assert [s for s in killed["scores"] if (s.student, s.chapter) != ("hana", CH05)] == [
+        s for s in undisturbed["scores"] if (s.student, s.chapter) != ("hana", CH05)]
+
+
+# ------------------------------------------------------------------ clusters that cannot grade
+
+
+def step(item: tuple[str, str]) -> tuple[str, str]:
+    """A task for :func:`in_order`: ``("wait", path)`` waits until ``("touch", path)`` ran."""
+    action, path = item
+    if action == "touch":
+        Path(path).touch()
+    deadline = time.monotonic() + 60
+    while action == "wait" and not Path(path).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return item
+
+
+def test_in_order_keeps_the_order_and_one_item_per_worker(tmp_path):
+    signal_file = str(tmp_path / "go")
+    # The first item can only finish after the last one ran, on the other worker.
+    items = [("wait", signal_file), *[("pass", str(i)) for i in range(3)],
+             ("touch", signal_file)]
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as local, Client(local) as client:
+        submitted, busy = [], []
+
+        def submit(item):
+            busy.append(sum(not f.done() for f in submitted))
+            submitted.append(client.submit(step, item, pure=False))
+            return submitted[-1]
+
+        seen = []
+        for item, future in in_order(client, items, submit):
+            seen.append((item, future.result(), sum(f.done() for f in submitted)))
+    assert [item for item, _, _ in seen] == items
+    assert all(item == result for item, result, _ in seen)
+    assert seen[0][2] == len(items)  # everything had finished before the first came out
+    assert max(busy) == 1  # a new item only ever joined one that was still running
+
+
+def test_clusters_that_cannot_grade_are_refused(monkeypatch, free_port):
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT_S", 2)
+    monkeypatch.setattr(cluster, "WORKERS_TIMEOUT_S", 2)
+    nowhere = f"tcp://127.0.0.1:{free_port()}"
+    with pytest.raises(ConnectionError, match="cannot reach the Dask scheduler"), \
+            grading_client(scheduler=nowhere):
+        pass
+    with LocalCluster(n_workers=0, threads_per_worker=2, processes=False,
+                      dashboard_address=None) as local:
+        with pytest.raises(ConnectionError, match="no worker joined"), \
+                grading_client(scheduler=local.scheduler_address):
+            pass
+        local.scale(1)
+        with pytest.raises(ValueError, match=r"one thread each, but .* \(2 threads\)"), \
+                grading_client(scheduler=local.scheduler_address):
+            pass
+
+
+def test_workers_with_another_course_are_refused(monkeypatch, tmp_path):
+    monkeypatch.setenv("AUTOGRADER_SECRET", "the grader's secret")
+    wanted = {CH02: versions(ROOT, CH02)}
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as local, Client(local) as client:
+        check_workers(client, None, wanted)  # the same course: accepted
+        monkeypatch.setenv("AUTOGRADER_SECRET", "a worker's other secret")
+        with pytest.raises(ValueError, match=r"course differs from this one \(\S+: grading "
+                                             r"secret\)"):
+            check_workers(client, None, wanted)
+        with pytest.raises(ValueError, match="not on this machine"):
+            check_workers(client, str(tmp_path / "elsewhere"), wanted)
+
+
+def test_a_worker_with_several_threads_refuses_to_grade():
+    on_one_thread()  # outside a worker: one learner at a time, fine
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                      dashboard_address=None) as local, Client(local) as client, \
+            pytest.raises(RuntimeError, match="runs 2 threads"):
+        client.submit(on_one_thread).result()
+
+
+def test_a_lost_cluster_stops_the_run_instead_of_failing_learners():
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as local, Client(local) as client:
+        future = client.submit(time.sleep, 1, pure=False)
+        future.cancel()
+        with pytest.raises(ConnectionError, match="lost the Dask cluster while grading ada/ch02"):
+            _finished(future, "ada", "ch02")
+
+
+def test_cli_grades_on_one_kind_of_cluster(monkeypatch, free_port, tmp_path, capsys):
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT_S", 2)
+    where = ["--root", str(tmp_path), "--course-dir", str(tmp_path / "course")]
+    # Also with the default's value (argparse's exclusion misses an option given its default).
+    for command, jobs in (("autograde", "1"), ("autograde", "2"), ("demo", "2")):
+        with pytest.raises(SystemExit):
+            main([command, *(["ch02", *where] if command == "autograde" else []), "--jobs",
+                  jobs, "--scheduler", "tcp://127.0.0.1:1"])
+        assert "not allowed with argument" in capsys.readouterr().err
+    nowhere = f"tcp://127.0.0.1:{free_port()}"
+    assert main(["autograde", "ch02", "--scheduler", nowhere, *where]) == 1
+    assert "cannot reach the Dask scheduler" in capsys.readouterr().err
