@@ -128,13 +128,18 @@ def add_collect(subparsers: argparse._SubParsersAction) -> None:
         "collect", help="copy learner submissions into the course",
         description="Copy submissions into <course>/submitted/<student>/<chapter>/ from folders "
                     "(<dir>/<student>/<chapter>/<chapter>.ipynb or <dir>/<student>/<chapter>"
-                    ".ipynb), LMS zips (<student>_<chapter>.ipynb) or the nbgrader exchange. "
-                    "Originals are never modified; unsafe names are refused; of duplicate "
-                    "submissions the newest is kept and flagged.")
+                    ".ipynb), LMS zips (<student>_<chapter>.ipynb) or the nbgrader exchange, "
+                    "and list what was taken per learner and chapter. Originals are never "
+                    "modified. Each file, link and zip member is judged on its own: links, "
+                    "special files, unsafe names and unreadable or oversized members are "
+                    "refused with the reason, the rest is collected. Student ids are "
+                    "case-folded (NFC); of duplicate submissions the newest is kept and "
+                    "flagged.")
     parser.add_argument("sources", nargs="*", type=Path, metavar="SOURCE",
                         help="a folder of learner folders, or a zip file")
     parser.add_argument("--exchange", type=Path, metavar="DIR",
-                        help="collect from this nbgrader exchange root (nbgrader collect)")
+                        help="collect from this nbgrader exchange root (nbgrader's "
+                             "Exchange.root): <DIR>/<course id>/inbound/")
     parser.add_argument("--chapter", action="append", type=_chapter_id,
                         help="only this chapter (repeatable; default: all)")
     _add_course_options(parser)
