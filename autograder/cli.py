@@ -210,21 +210,23 @@ def _feedback(args: argparse.Namespace) -> int:
     from autograder.pipeline.feedback import generate_feedback
 
     course = _course(args)
-    try:
-        written = generate_feedback(_chapters(args, course), students=args.student,
-                                    **course.as_kwargs())
-    except RuntimeError as exc:
-        print(f"feedback failed: {exc}", file=sys.stderr)
-        return 1
-    print(f"wrote {len(written)} feedback page(s) under {course.step_folder('feedback')}")
-    return 0
+    report = generate_feedback(_chapters(args, course), students=args.student,
+                               **course.as_kwargs())
+    print(f"wrote {len(report.written)} feedback page(s) under "
+          f"{course.step_folder('feedback')}")
+    for student, chapter, reason in report.failed:
+        print(f"FAILED {student}/{chapter}: {reason}", file=sys.stderr)
+    return 1 if report.failed else 0
 
 
 def add_feedback(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "feedback", help="write HTML feedback for graded submissions",
         description="Render <course>/feedback/<student>/<chapter>/<chapter>.html with nbgrader "
-                    "from the autograded notebooks (no hidden test code).")
+                    "from the autograded notebooks (no hidden test code), sanitised: no "
+                    "script, no event handler, nothing loaded from elsewhere. A learner whose "
+                    "page fails is listed and flagged feedback_failed; the others get theirs "
+                    "(exit status 1 when any failed).")
     parser.add_argument("chapter", type=_chapter_or_all, metavar="CHAPTER|all")
     parser.add_argument("--student", action="append", help="only this learner (repeatable)")
     _add_course_options(parser)

@@ -1,8 +1,8 @@
 """Flags: why a submission needs a human, kept next to the gradebook.
 
 Flags live in small JSON files, ``<course>/flags/<student>/<chapter>.json``, one list per stage
-(``collect``, ``grade``), so that collecting again replaces the collect flags and grading again
-replaces the grade flags::
+(``collect``, ``grade``, ``feedback``), so that collecting again replaces the collect flags and
+grading again replaces the grade flags::
 
     {"collect": [], "grade": [{"cell": "ch02_softmax_test", "code": "test_cell_edited",
                                "reason": "..."}]}
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from autograder.course import Course
 
-STAGES = ("collect", "grade")
+STAGES = ("collect", "grade", "feedback")
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def _load(path: Path) -> dict[str, list[dict[str, str]]]:
 
 
 def read_flags(course_dir: str | os.PathLike, student: str, chapter: str) -> list[Flag]:
-    """The flags of one submission: collect flags first, then grade flags."""
+    """The flags of one submission, stage by stage: collect, grade, then feedback."""
     stored = _load(_flags_file(course_dir, student, chapter))
     return [Flag(f["code"], f.get("cell"), f["reason"])
             for stage in STAGES for f in stored.get(stage, [])]

@@ -90,7 +90,7 @@ def grade_class(
     where = course.as_kwargs()
     collect([class_dir], chapters=chapters, **where)
     summaries = autograde(chapters, jobs=jobs, limits=limits, **where)
-    feedback = generate_feedback(chapters, **where)
+    feedback = generate_feedback(chapters, **where).written
     export_csv(course.grades_csv, **where)
 
     by_key = {(e.learner, e.chapter): e for e in expected}
