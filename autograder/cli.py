@@ -62,7 +62,7 @@ def _release(args: argparse.Namespace) -> int:
     from autograder.pipeline.release import release
 
     try:
-        release(args.chapters or None)
+        release(args.chapters or None, progress=lambda line: print(line, flush=True))
     except (ValueError, RuntimeError) as exc:  # the documented failures of release()
         print(f"release failed: {exc}", file=sys.stderr)
         return 1
@@ -158,6 +158,7 @@ def _autograde(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from autograder.pipeline.grade import autograde
+    from autograder.pipeline.gradebook import quiet_gradebook, read_scores
     from autograder.pipeline.report import summary_table
     from autograder.sandbox.launcher import sandbox_report
 
@@ -173,10 +174,11 @@ def _autograde(args: argparse.Namespace) -> int:
     limits = _limits(args)
     for line in sandbox_report(limits):
         print(line)
-    rows = autograde(chapters, jobs=args.jobs, students=args.student, limits=limits,
-                     progress=lambda n: tqdm(total=n, desc="grading", unit="learner"),
-                     **course.as_kwargs())
-    print(summary_table(rows))
+    with quiet_gradebook():
+        rows = autograde(chapters, jobs=args.jobs, students=args.student, limits=limits,
+                         progress=lambda n: tqdm(total=n, desc="grading", unit="learner"),
+                         **course.as_kwargs())
+    print(summary_table(rows, read_scores(course.config())))
     return 0
 
 
@@ -249,8 +251,10 @@ def _export(args: argparse.Namespace) -> int:
 def add_export(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "export", help="write the grades CSV",
-        description="One row per learner and chapter: student, chapter, score, max_score, "
-                    "flags, reasons.")
+        description="One row per learner and chapter: student, chapter, score, max_score "
+                    "(the whole chapter), auto_score, auto_max (autograded), manual_score, "
+                    "manual_max, manual_pending (graded by hand; points not graded yet), "
+                    "flags, reasons (long ones cut; the flag files keep the whole text).")
     parser.add_argument("--output", "-o", help="CSV path, or - for standard output "
                                                "(default: <course-dir>/grades.csv)")
     _add_course_options(parser)
@@ -364,12 +368,8 @@ def add_selfcheck(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    import warnings
-
     from autograder.demo.demo import run_demo, table
 
-    # nbgrader's gradebook code trips a harmless SQLAlchemy warning for every learner.
-    warnings.filterwarnings("ignore", message=".*not in session.*")
     if args.jobs < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
         return 2

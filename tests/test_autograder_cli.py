@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import sys
 
@@ -27,16 +29,36 @@ def test_exercises_command_lists_every_id(project_root):
     assert lines[-1] == f"{len(exercises())} exercises, {total} points"
 
 
-def test_release_passes_chapter_ids(monkeypatch):
+def test_release_passes_chapter_ids_and_prints_progress(monkeypatch, capsys):
     calls = []
-    monkeypatch.setattr(autograder.pipeline.release, "release", calls.append)
+
+    def release(chapters, progress):
+        calls.append(chapters)
+        progress("[1/1] releasing ch02_attention ...")
+
+    monkeypatch.setattr(autograder.pipeline.release, "release", release)
     assert main(["release", "ch02", "ch03_attention_head"]) == 0
     assert main(["release"]) == 0
     assert calls == [["ch02_attention", "ch03_attention_head"], None]
+    assert capsys.readouterr().out.count("[1/1] releasing ch02_attention ...") == 2
+
+
+def test_generate_reports_each_chapter(tmp_path):
+    from autograder.course import ROOT
+
+    shutil.copytree(ROOT / "solutions" / "ch01_positional_encoding",
+                    tmp_path / "solutions" / "ch01_positional_encoding")
+    lines = []
+    autograder.pipeline.release.generate(["ch01_positional_encoding"], tmp_path,
+                                         tmp_path / "course", progress=lines.append)
+    assert lines[0] == "[1/1] releasing ch01_positional_encoding ..."
+    assert re.fullmatch(r"\[1/1\] ch01_positional_encoding: notebooks/ch01_positional_encoding/ "
+                        r"written \(\d+\.\d s\)", lines[1])
+    assert (tmp_path / "notebooks" / "ch01_positional_encoding").is_dir()
 
 
 def test_release_failure_is_a_message(monkeypatch, capsys):
-    def failing(chapters):
+    def failing(chapters, progress):
         raise ValueError("no source notebook for ch02_attention")
 
     monkeypatch.setattr(autograder.pipeline.release, "release", failing)
