@@ -153,7 +153,7 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     ),
     r"^python -m autograder release \[ch02 \.\.\.\]$": (
         RELEASE,
-        "tests/test_autograder_cli.py::test_release_passes_chapter_ids",
+        "tests/test_autograder_cli.py::test_release_passes_chapter_ids_and_prints_progress",
         "tests/test_notebooks.py::test_release_matches_a_fresh_generate_assignment",
     ),
     r"^python -m autograder collect inbox/$": (
@@ -167,6 +167,13 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     ),
     r"^python -m autograder collect --exchange \S+ --chapter ch02$": (
         "tests/pipeline/test_collect.py::test_nbgrader_exchange",
+        HERE + "test_the_exchange_round_trip",
+    ),
+    r"^cd autograder && \.\./\.venv/bin/nbgrader release_assignment ch02_attention$": (
+        HERE + "test_the_exchange_round_trip",
+    ),
+    r"^nbgrader (fetch_assignment|submit) ch02_attention$": (
+        HERE + "test_the_exchange_round_trip",
     ),
     r"^python -m autograder autograde( ch02 --jobs 2)?$": (
         GRADED_CLASS,
@@ -401,6 +408,46 @@ def test_plain_nbgrader_runs_from_the_autograder_folder(tmp_path) -> None:
     released = course / "notebooks" / CH02 / f"{CH02}.ipynb"
     assert released.read_bytes() == RELEASE_CH02.read_bytes()
     assert (course / "autograder" / "course" / "gradebook.db").is_file()
+
+
+def test_the_exchange_round_trip(tmp_path) -> None:
+    """The instructor releases ch02 into an exchange with plain nbgrader from `autograder/`,
+    a learner whose configuration names only the course fetches and submits it, and
+    `python -m autograder collect --exchange DIR --chapter ch02` takes the submission, timed
+    by the exchange folder's name."""
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "autograder", course / "autograder",
+                    ignore=shutil.ignore_patterns("course", "__pycache__"))
+    shutil.copytree(ROOT / "solutions" / CH02, course / "solutions" / CH02)
+    exchange, learner = tmp_path / "exchange", tmp_path / "learner"
+    exchange.mkdir()
+    learner.mkdir()
+    # The learner's own nbgrader configuration, as the README shows it.
+    (learner / "nbgrader_config.py").write_text(
+        f'c = get_config()\nc.CourseDirectory.course_id = "{COURSE_ID}"\n', encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(course),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    nbgrader = str(Path(sys.executable).parent / "nbgrader")
+    root_flag = f"--Exchange.root={exchange}"  # the default, /srv/nbgrader/exchange, elsewhere
+    steps = [(course / "autograder", ["generate_assignment", CH02, "--force"]),
+             (course / "autograder", ["release_assignment", CH02, root_flag]),
+             (learner, ["fetch_assignment", CH02, root_flag]),
+             (learner, ["submit", CH02, root_flag, "--student=ada"])]
+    for cwd, args in steps:
+        result = subprocess.run([nbgrader, *args], cwd=cwd, env=env, capture_output=True,
+                                text=True, timeout=300)
+        assert result.returncode == 0, (args, result.stdout + result.stderr)
+    fetched = learner / CH02 / f"{CH02}.ipynb"
+    assert fetched.read_bytes() == RELEASE_CH02.read_bytes()
+    (inbound,) = (exchange / COURSE_ID / "inbound").iterdir()
+    assert inbound.name.startswith(f"ada+{CH02}+")
+    assert autograder_main(["collect", "--exchange", str(exchange), "--chapter", "ch02",
+                            "--root", str(course), "--course-dir",
+                            str(tmp_path / "graded")]) == 0
+    collected = tmp_path / "graded" / "submitted" / "ada" / CH02
+    assert (collected / f"{CH02}.ipynb").read_bytes() == fetched.read_bytes()
+    stamp = (collected / "timestamp.txt").read_text(encoding="utf-8").strip()
+    assert inbound.name.split("+")[2].startswith(stamp[:19])
 
 
 def test_release_regenerates_a_chapter_and_the_gradebook(tmp_path, monkeypatch) -> None:
