@@ -45,9 +45,24 @@ DRAWS = 20  # attempts to find cases that separate the known bugs
 MIN_CASES = 4  # cases where beam search and greedy decoding disagree
 
 
+# The course's building blocks the chapter's setup cell gives the learner's code; while an
+# exercise of this chapter is graded, its process holds these and nothing else of the course.
+BUILDING_BLOCKS = (
+    "transformer_ref.greedy:greedy_decode",
+    "transformer_ref.basic_masks:make_src_mask",
+    "transformer_ref.basic_masks:subsequent_mask",
+    "transformer_ref.targets:make_tgt_mask",
+    "transformer_ref.targets:shift_right",
+    "transformer_ref.model:make_model",
+    "transformer_ref.attention:store_attention",
+    "transformer_ref.vocab",
+)
+
+
 @functools.cache
 def _graded_model_class() -> type:
-    """``GradedModel``: an ``EncoderDecoder`` with a short repr and equality by weights.
+    """``GradedModel``: an ``EncoderDecoder`` with a short repr, equality by weights, and a
+    recipe that rebuilds it in the learner's process.
 
     The short repr keeps failure messages readable; equality by configuration and weights lets
     two draws of the same secret-seeded model compare equal.
@@ -71,6 +86,12 @@ def _graded_model_class() -> type:
         def __repr__(self) -> str:
             c = self.config
             return f"<model N={c['N']} d_model={c['d_model']} vocab={c['tgt_vocab']}>"
+
+        def grading_recipe(self) -> dict[str, Any]:
+            """The learner's process builds the same model with make_model and these weights."""
+            return {"builder": "transformer_ref.model:make_model", "args": (),
+                    "kwargs": dict(self.config), "state": self.state_dict(),
+                    "dtype": next(self.parameters()).dtype, "training": self.training}
 
     return GradedModel
 
@@ -285,7 +306,9 @@ def _discriminating_cases(ctx: CheckContext, vocab: int, batch: int) -> list[_Ca
     points=5,
     difficulty="hard",
     minutes=45,
-    reference="transformer_ref.decoding:beam_search",
+    reference="transformer_ref.beam:beam_search",
+    allowed=BUILDING_BLOCKS,
+    builders=("transformer_ref.model:make_model",),
 )
 def check_beam_search(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``beam_search(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
