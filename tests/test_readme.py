@@ -125,6 +125,8 @@ COVERAGE: dict[str, tuple[str, ...]] = {
                     BROWSER + "test_release_notebook_stops_at_the_first_stub"),
     r"^make lab EXCHANGE=\S+$": (HERE + "test_make_lab_with_an_exchange_adds_its_layer",
                                  EXCHANGE_MODE),
+    # `make instructor EXCHANGE=...` puts the same exchange layer in (the same test).
+    r"^make instructor EXCHANGE=\S+$": (HERE + "test_make_lab_with_an_exchange_adds_its_layer",),
     r"^make instructor$": (MAKE_DRY_RUN, INSTRUCTOR_MODE,
                            BROWSER + "test_solution_notebook_runs_clean_with_figures"),
     r"^make test$": (MAKE_DRY_RUN, CI_IS_MAKE_TEST),
@@ -452,9 +454,9 @@ def test_plain_nbgrader_runs_from_the_autograder_folder(tmp_path) -> None:
 
 def test_the_exchange_round_trip(tmp_path) -> None:
     """The instructor releases ch02 into an exchange with plain nbgrader from `autograder/`,
-    a learner whose configuration names only the course fetches and submits it, and
-    `python -m autograder collect --exchange DIR --chapter ch02` takes the submission, timed
-    by the exchange folder's name."""
+    a learner whose configuration names the course and the exchange fetches and submits it,
+    and `python -m autograder collect --exchange DIR --chapter ch02` takes the submission,
+    timed by the exchange folder's name."""
     course = tmp_path / "course"
     shutil.copytree(ROOT / "autograder", course / "autograder",
                     ignore=shutil.ignore_patterns("course", "__pycache__"))
@@ -464,15 +466,16 @@ def test_the_exchange_round_trip(tmp_path) -> None:
     learner.mkdir()
     # The learner's own nbgrader configuration, as the README shows it.
     (learner / "nbgrader_config.py").write_text(
-        f'c = get_config()\nc.CourseDirectory.course_id = "{COURSE_ID}"\n', encoding="utf-8")
+        f'c = get_config()\nc.CourseDirectory.course_id = "{COURSE_ID}"\n'
+        f'c.Exchange.root = "{exchange}"\n', encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(course),
                                                         os.environ.get("PYTHONPATH", "")])}
     nbgrader = str(Path(sys.executable).parent / "nbgrader")
     root_flag = f"--Exchange.root={exchange}"  # the default, /srv/nbgrader/exchange, elsewhere
     steps = [(course / "autograder", ["generate_assignment", CH02, "--force"]),
              (course / "autograder", ["release_assignment", CH02, root_flag]),
-             (learner, ["fetch_assignment", CH02, root_flag]),
-             (learner, ["submit", CH02, root_flag, "--student=ada"])]
+             (learner, ["fetch_assignment", CH02]),
+             (learner, ["submit", CH02, "--student=ada"])]
     for cwd, args in steps:
         result = subprocess.run([nbgrader, *args], cwd=cwd, env=env, capture_output=True,
                                 text=True, timeout=300)
