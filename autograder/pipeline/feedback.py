@@ -18,6 +18,7 @@ template would load MathJax from the network, which a sanitised page does not do
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from collections.abc import Iterable
@@ -27,6 +28,7 @@ from typing import Any
 
 import nh3
 from nbconvert.exporters import HTMLExporter
+from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
 from autograder.course import ROOT, Course, ensure_alembic_on_path
 from autograder.flags import Flag, write_flags
@@ -89,10 +91,13 @@ def sanitise_page(html: str) -> str:
 
 class FeedbackExporter(HTMLExporter):
     """nbconvert's HTML exporter, as nbgrader's feedback configures it, whose pages are
-    sanitised with :func:`sanitise_page`."""
+    sanitised with :func:`sanitise_page`. Consecutive prints of a cell are shown as one
+    output: the kernel splits them into messages as timing decides, and the same notebook
+    must give the same page on every run."""
 
     def from_notebook_node(self, nb: Any, resources: dict | None = None,
                            **kw: Any) -> tuple[str, dict]:
+        nb, _ = CoalesceStreamsPreprocessor().preprocess(copy.deepcopy(nb), {})
         html, resources = super().from_notebook_node(nb, resources, **kw)
         return sanitise_page(html), resources
 
