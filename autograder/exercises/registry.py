@@ -244,6 +244,32 @@ def grade_function(exercise_id: str, fn: Any, hidden: bool = False) -> CheckResu
     return CheckResult(True, f"{prefix}: all passed.")
 
 
+def _codes(value: Any) -> set[tuple[Any, ...]]:
+    """The code (bytecode, constants, names) of a function, or of the methods of a class."""
+    functions = [value]
+    if isinstance(value, type):
+        functions = [getattr(v, "__func__", v) for v in vars(value).values()]
+    return {(f.__code__.co_code, repr(f.__code__.co_consts), f.__code__.co_names)
+            for f in functions if hasattr(f, "__code__")}
+
+
+def _borrowed(fn: Any, reference: Any) -> str:
+    """How ``fn`` is the reference in disguise (``"a subclass of"``), or ``""``.
+
+    A courtesy to learners in their notebook, where the reference is importable: the grader
+    itself never relies on it, since the learner's process for an exercise cannot reach the
+    exercise's reference at all.
+    """
+    if fn is reference:
+        return "exactly"
+    if isinstance(fn, type) and isinstance(reference, type) and issubclass(fn, reference):
+        return "a subclass of"
+    mine = _codes(fn)
+    if mine and mine & _codes(reference) == _codes(reference):
+        return "a copy of"
+    return ""
+
+
 def check(exercise_id: str, fn: Any, hidden: bool = False) -> None:
     """Notebook test cells: print a success line, or raise AssertionError with the diagnosis.
 
@@ -251,6 +277,14 @@ def check(exercise_id: str, fn: Any, hidden: bool = False) -> None:
         AssertionError: the function failed a check (nbgrader then scores the cell 0).
         UnknownExerciseError: ``exercise_id`` is not registered.
     """
+    exercise = get_exercise(exercise_id)
+    borrowed = _borrowed(fn, exercise.load_reference())
+    if borrowed:
+        raise AssertionError(
+            f"{exercise.id}: you passed {borrowed} the course's own {exercise.defines} "
+            f"({exercise.reference.partition(':')[0]}). Write your own: when this exercise is "
+            f"graded, your code runs where the course's {exercise.defines} is not available, "
+            "so this scores 0.")
     result = grade_function(exercise_id, fn, hidden=hidden)
     if not result.passed:
         raise AssertionError(result.message)
