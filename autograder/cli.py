@@ -65,7 +65,8 @@ def _release(args: argparse.Namespace) -> int:
 
     course = Course.of(args.root, args.course_dir)
     try:
-        chapters = release(args.chapters or None, **course.as_kwargs())
+        chapters = release(args.chapters or None,
+                           progress=lambda line: print(line, flush=True), **course.as_kwargs())
         if args.exchange is not None:
             release_to_exchange(chapters, args.exchange, **course.as_kwargs())
             print(f"released {', '.join(chapters)} to the exchange {args.exchange}")
@@ -138,13 +139,18 @@ def add_collect(subparsers: argparse._SubParsersAction) -> None:
         "collect", help="copy learner submissions into the course",
         description="Copy submissions into <course>/submitted/<student>/<chapter>/ from folders "
                     "(<dir>/<student>/<chapter>/<chapter>.ipynb or <dir>/<student>/<chapter>"
-                    ".ipynb), LMS zips (<student>_<chapter>.ipynb) or the nbgrader exchange. "
-                    "Originals are never modified; unsafe names are refused; of duplicate "
-                    "submissions the newest is kept and flagged.")
+                    ".ipynb), LMS zips (<student>_<chapter>.ipynb) or the nbgrader exchange, "
+                    "and list what was taken per learner and chapter. Originals are never "
+                    "modified. Each file, link and zip member is judged on its own: links, "
+                    "special files, unsafe names and unreadable or oversized members are "
+                    "refused with the reason, the rest is collected. Student ids are "
+                    "case-folded (NFC); of duplicate submissions the newest is kept and "
+                    "flagged.")
     parser.add_argument("sources", nargs="*", type=Path, metavar="SOURCE",
                         help="a folder of learner folders, or a zip file")
     parser.add_argument("--exchange", type=Path, metavar="DIR",
-                        help="collect from this nbgrader exchange root (nbgrader collect)")
+                        help="collect from this nbgrader exchange root (nbgrader's "
+                             "Exchange.root): <DIR>/<course id>/inbound/")
     parser.add_argument("--chapter", action="append", type=_chapter_id,
                         help="only this chapter (repeatable; default: all)")
     _add_course_options(parser)
@@ -164,6 +170,7 @@ def _autograde(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from autograder.pipeline.grade import autograde
+    from autograder.pipeline.gradebook import quiet_gradebook, read_scores
     from autograder.pipeline.report import summary_table
     from autograder.sandbox.launcher import sandbox_report
 
@@ -180,14 +187,15 @@ def _autograde(args: argparse.Namespace) -> int:
     for line in sandbox_report(limits):
         print(line)
     try:
-        rows = autograde(chapters, jobs=_jobs(args), scheduler=args.scheduler,
-                         students=args.student, limits=limits,
-                         progress=lambda n: tqdm(total=n, desc="grading", unit="learner"),
-                         **course.as_kwargs())
+        with quiet_gradebook():
+            rows = autograde(chapters, jobs=_jobs(args), scheduler=args.scheduler,
+                             students=args.student, limits=limits,
+                             progress=lambda n: tqdm(total=n, desc="grading", unit="learner"),
+                             **course.as_kwargs())
     except (ConnectionError, ValueError) as exc:  # no cluster, or one that cannot grade
         print(f"autograde failed: {exc}", file=sys.stderr)
         return 1
-    print(summary_table(rows))
+    print(summary_table(rows, read_scores(course.config())))
     return 0
 
 
@@ -249,25 +257,31 @@ def _feedback(args: argparse.Namespace) -> int:
 
     course = _course(args)
     chapters = _chapters(args, course)
-    try:
-        written = generate_feedback(chapters, students=args.student, **course.as_kwargs())
-        print(f"wrote {len(written)} feedback page(s) under {course.step_folder('feedback')}")
-        if args.exchange is not None:
+    report = generate_feedback(chapters, students=args.student, **course.as_kwargs())
+    print(f"wrote {len(report.written)} feedback page(s) under "
+          f"{course.step_folder('feedback')}")
+    for student, chapter, reason in report.failed:
+        print(f"FAILED {student}/{chapter}: {reason}", file=sys.stderr)
+    if args.exchange is not None:
+        try:
             released = release_feedback(chapters, args.exchange, students=args.student,
                                         **course.as_kwargs())
-            print(f"released the feedback of {len(released)} submission(s) to the exchange "
-                  f"{args.exchange}")
-    except RuntimeError as exc:
-        print(f"feedback failed: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        except RuntimeError as exc:
+            print(f"releasing the feedback failed: {exc}", file=sys.stderr)
+            return 1
+        print(f"released the feedback of {len(released)} submission(s) to the exchange "
+              f"{args.exchange}")
+    return 1 if report.failed else 0
 
 
 def add_feedback(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "feedback", help="write HTML feedback for graded submissions",
         description="Render <course>/feedback/<student>/<chapter>/<chapter>.html with nbgrader "
-                    "from the autograded notebooks (no hidden test code).")
+                    "from the autograded notebooks (no hidden test code), sanitised: no "
+                    "script, no event handler, nothing loaded from elsewhere. A learner whose "
+                    "page fails is listed and flagged feedback_failed; the others get theirs "
+                    "(exit status 1 when any failed).")
     parser.add_argument("chapter", type=_chapter_or_all, metavar="CHAPTER|all")
     parser.add_argument("--student", action="append", help="only this learner (repeatable)")
     parser.add_argument("--exchange", type=Path, metavar="DIR",
@@ -293,8 +307,10 @@ def _export(args: argparse.Namespace) -> int:
 def add_export(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "export", help="write the grades CSV",
-        description="One row per learner and chapter: student, chapter, score, max_score, "
-                    "flags, reasons.")
+        description="One row per learner and chapter: student, chapter, score, max_score "
+                    "(the whole chapter), auto_score, auto_max (autograded), manual_score, "
+                    "manual_max, manual_pending (graded by hand; points not graded yet), "
+                    "flags, reasons (long ones cut; the flag files keep the whole text).")
     parser.add_argument("--output", "-o", help="CSV path, or - for standard output "
                                                "(default: <course-dir>/grades.csv)")
     _add_course_options(parser)
@@ -408,12 +424,8 @@ def add_selfcheck(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    import warnings
-
     from autograder.demo.demo import run_demo, table
 
-    # nbgrader's gradebook code trips a harmless SQLAlchemy warning for every learner.
-    warnings.filterwarnings("ignore", message=".*not in session.*")
     if _jobs(args) < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
         return 2

@@ -187,6 +187,9 @@ def course_config(
     c.Execute.execute_retries = 0
     c.KernelManager.shutdown_wait_time = KERNEL_SHUTDOWN_WAIT
 
+    # Feedback pages show learners' HTML: they are sanitised (autograder/pipeline/feedback.py).
+    c.GenerateFeedback.exporter_class = "autograder.pipeline.feedback.FeedbackExporter"
+
     # Releases carry no outputs, execution counts or leftover cell metadata.
     c.ClearOutput.remove_metadata_fields = ["collapsed", "scrolled", "execution", "ExecuteTime"]
     return c

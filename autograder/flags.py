@@ -1,8 +1,8 @@
 """Flags: why a submission needs a human, kept next to the gradebook.
 
 Flags live in small JSON files, ``<course>/flags/<student>/<chapter>.json``, one list per stage
-(``collect``, ``grade``), so that collecting again replaces the collect flags and grading again
-replaces the grade flags::
+(``collect``, ``grade``, ``feedback``), so that collecting again replaces the collect flags and
+grading again replaces the grade flags::
 
     {"collect": [], "grade": [{"cell": "ch02_softmax_test", "code": "test_cell_edited",
                                "reason": "..."}]}
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from autograder.course import Course
 
-STAGES = ("collect", "grade")
+STAGES = ("collect", "grade", "feedback")
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,9 @@ class Flag:
         code: a short machine-readable kind: ``"test_cell_edited"``, ``"test_cell_deleted"``,
             ``"test_cell_moved"``, ``"test_cell_repointed"``, ``"metadata_removed"``,
             ``"cell_added"``, ``"locked_cell_edited"``, ``"imports_reference"``,
-            ``"learner_timeout"``, ``"worker_died"``, ``"audit:<category>"``, ...
+            ``"learner_timeout"``, ``"worker_died"``, ``"audit:<category>"``,
+            ``"duplicate_submission"``, ``"older_than_collected"`` (collect),
+            ``"feedback_failed"`` (feedback), ...
         cell: the grade id (or cell id) concerned, or ``None`` for the whole notebook.
         reason: one or two sentences for a human.
     """
@@ -64,7 +66,7 @@ def _load(path: Path) -> dict[str, list[dict[str, str]]]:
 
 
 def read_flags(course_dir: str | os.PathLike, student: str, chapter: str) -> list[Flag]:
-    """The flags of one submission: collect flags first, then grade flags."""
+    """The flags of one submission, stage by stage: collect, grade, then feedback."""
     stored = _load(_flags_file(course_dir, student, chapter))
     return [Flag(f["code"], f.get("cell"), f["reason"])
             for stage in STAGES for f in stored.get(stage, [])]

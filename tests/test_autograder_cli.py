@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import sys
 
@@ -28,22 +30,38 @@ def test_exercises_command_lists_every_id(project_root):
     assert lines[-1] == f"{len(exercises())} exercises, {total} points"
 
 
-def test_release_passes_chapter_ids(monkeypatch):
+def test_release_passes_chapter_ids_and_prints_progress(monkeypatch, capsys):
     calls = []
 
-    def recording(chapters, **course):
+    def recording(chapters, progress, **course):
         calls.append(chapters)
         assert course == Course.of(None, None).as_kwargs()
+        progress("[1/1] releasing ch02_attention ...")
         return chapters or []
 
     monkeypatch.setattr(autograder.pipeline.release, "release", recording)
     assert main(["release", "ch02", "ch03_attention_head"]) == 0
     assert main(["release"]) == 0
     assert calls == [["ch02_attention", "ch03_attention_head"], None]
+    assert capsys.readouterr().out.count("[1/1] releasing ch02_attention ...") == 2
+
+
+def test_generate_reports_each_chapter(tmp_path):
+    from autograder.course import ROOT
+
+    shutil.copytree(ROOT / "solutions" / "ch01_positional_encoding",
+                    tmp_path / "solutions" / "ch01_positional_encoding")
+    lines = []
+    autograder.pipeline.release.generate(["ch01_positional_encoding"], tmp_path,
+                                         tmp_path / "course", progress=lines.append)
+    assert lines[0] == "[1/1] releasing ch01_positional_encoding ..."
+    assert re.fullmatch(r"\[1/1\] ch01_positional_encoding: notebooks/ch01_positional_encoding/ "
+                        r"written \(\d+\.\d s\)", lines[1])
+    assert (tmp_path / "notebooks" / "ch01_positional_encoding").is_dir()
 
 
 def test_release_failure_is_a_message(monkeypatch, capsys):
-    def failing(chapters, **course):
+    def failing(chapters, progress, **course):
         raise ValueError("no source notebook for ch02_attention")
 
     monkeypatch.setattr(autograder.pipeline.release, "release", failing)

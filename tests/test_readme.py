@@ -130,6 +130,8 @@ COVERAGE: dict[str, tuple[str, ...]] = {
                     BROWSER + "test_release_notebook_stops_at_the_first_stub"),
     r"^make lab EXCHANGE=\S+$": (HERE + "test_make_lab_with_an_exchange_adds_its_layer",
                                  EXCHANGE_MODE),
+    # `make instructor EXCHANGE=...` puts the same exchange layer in (the same test).
+    r"^make instructor EXCHANGE=\S+$": (HERE + "test_make_lab_with_an_exchange_adds_its_layer",),
     r"^make instructor$": (MAKE_DRY_RUN, INSTRUCTOR_MODE,
                            BROWSER + "test_solution_notebook_runs_clean_with_figures"),
     r"^make test$": (MAKE_DRY_RUN, CI_IS_MAKE_TEST),
@@ -173,7 +175,7 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     ),
     r"^python -m autograder release \[ch02 \.\.\.\]$": (
         RELEASE,
-        "tests/test_autograder_cli.py::test_release_passes_chapter_ids",
+        "tests/test_autograder_cli.py::test_release_passes_chapter_ids_and_prints_progress",
         "tests/test_notebooks.py::test_release_matches_a_fresh_generate_assignment",
     ),
     r"^python -m autograder collect inbox/$": (
@@ -187,6 +189,13 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     ),
     r"^python -m autograder collect --exchange \S+ --chapter ch02$": (
         "tests/pipeline/test_collect.py::test_nbgrader_exchange",
+        HERE + "test_the_exchange_round_trip",
+    ),
+    r"^cd autograder && \.\./\.venv/bin/nbgrader release_assignment ch02_attention$": (
+        HERE + "test_the_exchange_round_trip",
+    ),
+    r"^nbgrader (fetch_assignment|submit) ch02_attention$": (
+        HERE + "test_the_exchange_round_trip",
     ),
     r"^python -m autograder autograde( ch02 --jobs 2)?$": (
         GRADED_CLASS,
@@ -476,6 +485,47 @@ def test_plain_nbgrader_runs_from_the_autograder_folder(tmp_path) -> None:
     assert (course / "autograder" / "course" / "gradebook.db").is_file()
 
 
+def test_the_exchange_round_trip(tmp_path) -> None:
+    """The instructor releases ch02 into an exchange with plain nbgrader from `autograder/`,
+    a learner whose configuration names the course and the exchange fetches and submits it,
+    and `python -m autograder collect --exchange DIR --chapter ch02` takes the submission,
+    timed by the exchange folder's name."""
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "autograder", course / "autograder",
+                    ignore=shutil.ignore_patterns("course", "__pycache__"))
+    shutil.copytree(ROOT / "solutions" / CH02, course / "solutions" / CH02)
+    exchange, learner = tmp_path / "exchange", tmp_path / "learner"
+    exchange.mkdir()
+    learner.mkdir()
+    # The learner's own nbgrader configuration, as the README shows it.
+    (learner / "nbgrader_config.py").write_text(
+        f'c = get_config()\nc.CourseDirectory.course_id = "{COURSE_ID}"\n'
+        f'c.Exchange.root = "{exchange}"\n', encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(course),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    nbgrader = str(Path(sys.executable).parent / "nbgrader")
+    root_flag = f"--Exchange.root={exchange}"  # the default, /srv/nbgrader/exchange, elsewhere
+    steps = [(course / "autograder", ["generate_assignment", CH02, "--force"]),
+             (course / "autograder", ["release_assignment", CH02, root_flag]),
+             (learner, ["fetch_assignment", CH02]),
+             (learner, ["submit", CH02, "--student=ada"])]
+    for cwd, args in steps:
+        result = subprocess.run([nbgrader, *args], cwd=cwd, env=env, capture_output=True,
+                                text=True, timeout=300)
+        assert result.returncode == 0, (args, result.stdout + result.stderr)
+    fetched = learner / CH02 / f"{CH02}.ipynb"
+    assert fetched.read_bytes() == RELEASE_CH02.read_bytes()
+    (inbound,) = (exchange / COURSE_ID / "inbound").iterdir()
+    assert inbound.name.startswith(f"ada+{CH02}+")
+    assert autograder_main(["collect", "--exchange", str(exchange), "--chapter", "ch02",
+                            "--root", str(course), "--course-dir",
+                            str(tmp_path / "graded")]) == 0
+    collected = tmp_path / "graded" / "submitted" / "ada" / CH02
+    assert (collected / f"{CH02}.ipynb").read_bytes() == fetched.read_bytes()
+    stamp = (collected / "timestamp.txt").read_text(encoding="utf-8").strip()
+    assert inbound.name.split("+")[2].startswith(stamp[:19])
+
+
 def test_release_regenerates_a_chapter_and_the_gradebook(tmp_path, monkeypatch) -> None:
     """`python -m autograder release ch02` (what `make release` runs, for one chapter)."""
     from nbgrader.api import Gradebook
@@ -495,7 +545,8 @@ def test_export_writes_the_default_file_and_honours_o(tmp_path, capsys) -> None:
     where = ["--root", str(tmp_path), "--course-dir", str(tmp_path / "course")]
     assert autograder_main(["export", *where]) == 0
     default = tmp_path / "course" / "grades.csv"
-    assert default.read_text() == "student,chapter,score,max_score,flags,reasons\n"
+    assert default.read_text() == ("student,chapter,score,max_score,auto_score,auto_max,"
+                                   "manual_score,manual_max,manual_pending,flags,reasons\n")
     assert autograder_main(["export", "-o", str(tmp_path / "grades.csv"), *where]) == 0
     assert (tmp_path / "grades.csv").read_bytes() == default.read_bytes()
     assert f"wrote 0 row(s) to {default}" in capsys.readouterr().out

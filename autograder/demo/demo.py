@@ -36,7 +36,7 @@ class DemoRow:
     learner: str
     chapter: str
     kind: str
-    score: float
+    score: float  # the autograded points, as the gradebook holds them
     max_score: float
     expected_score: float
     flags: tuple[str, ...]  # flag codes, "audit:<category>" for the audit's findings
@@ -86,13 +86,16 @@ def grade_class(
     from autograder.pipeline.collect import collect
     from autograder.pipeline.feedback import generate_feedback
     from autograder.pipeline.grade import autograde
+    from autograder.pipeline.gradebook import quiet_gradebook, read_scores
     from autograder.pipeline.report import export_csv
 
     course = demo_course(course_root)
     where = course.as_kwargs()
     collect([class_dir], chapters=chapters, **where)
-    summaries = autograde(chapters, jobs=jobs, scheduler=scheduler, limits=limits, **where)
-    feedback = generate_feedback(chapters, **where)
+    with quiet_gradebook():
+        summaries = autograde(chapters, jobs=jobs, scheduler=scheduler, limits=limits, **where)
+    scores = {(s.student, s.chapter): s for s in read_scores(course.config())}
+    feedback = generate_feedback(chapters, **where).written
     export_csv(course.grades_csv, **where)
 
     by_key = {(e.learner, e.chapter): e for e in expected}
@@ -101,8 +104,11 @@ def grade_class(
         key = (summary.student, summary.chapter)
         codes = [f.code for f in summary.flags]
         wanted = by_key.get(key)
+        # The autograded part, as the gradebook, the summary table and the CSV hold it.
+        score = scores.get(key)
         rows.append(DemoRow(summary.student, summary.chapter, wanted.kind if wanted else "?",
-                            summary.score, summary.max_score,
+                            score.auto_score if score else 0.0,
+                            score.auto_max_score if score else 0.0,
                             wanted.expected_score if wanted else float("nan"),
                             tuple(dict.fromkeys(codes))))
     graded = {(r.learner, r.chapter): (r.score, set(r.flags)) for r in rows}

@@ -3,8 +3,8 @@
 :func:`build_class` writes, from the released notebooks of the NumPy chapters
 ``ch02_attention`` and ``ch05_layer_norm_ffn``, a folder of learner folders::
 
-    <out>/<learner>/<chapter>/<chapter>.ipynb     the learner's notebook
-    <out>/<learner>/<chapter>/timestamp.txt       when it was handed in (fixed)
+    <out>/<learner>/<chapter>/<chapter>.ipynb     the learner's notebook, its modification
+                                                  time fixed (when it was handed in)
     <out>/expected.csv                            what grading should give
 
 (the layout ``python -m autograder collect <out>`` reads), and optionally an LMS zip of
@@ -52,7 +52,8 @@ EXPECTED_COLUMNS = ("learner", "chapter", "kind", "expected_score", "max_score",
 HONEST_KINDS = ("honest", "alternative", "partial", "buggy", "stub")
 LEARNERS: tuple[str, ...] = ("ada", "ben", "cleo", "dev", "eve", "finn", "gus", "hana", "ivy",
                              "jack", "kim", "lee", "mo")
-SUBMITTED_AT = "2025-03-01 12:{minute:02d}:00.000000 UTC"
+# When each learner handed in (2025-03-01 12:00 UTC, one minute apart), as the files' times.
+SUBMITTED_AT = 1_740_830_400
 _ZIP_DATE = (2025, 3, 1, 12, 0, 0)
 
 # What a learner did for an exercise.
@@ -452,10 +453,10 @@ def build_class(
     for sub in submissions:
         folder = out / sub.learner / sub.chapter
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{sub.chapter}.ipynb").write_bytes(sub.data)
-        minute = LEARNERS.index(sub.learner)
-        (folder / "timestamp.txt").write_text(SUBMITTED_AT.format(minute=minute) + "\n",
-                                              encoding="utf-8")
+        notebook = folder / f"{sub.chapter}.ipynb"
+        notebook.write_bytes(sub.data)
+        when = SUBMITTED_AT + 60 * LEARNERS.index(sub.learner)
+        os.utime(notebook, (when, when))
     if zip_path is not None:
         with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as archive:
             for sub in submissions:

@@ -22,11 +22,19 @@ network        ``socket``, ``urllib``, ``http``, ``requests`` and friends
 shell-escape   IPython shell commands and magics that run code outside the kernel's Python
 introspection  trace or profile hooks, frames, ``gc`` object walks, ``__subclasses__`` or
                ``__globals__``: ways to reach objects (the reference) without naming them
+oversized      a cell too long or too deeply nested to audit (its size is given); the rest of
+               the notebook is audited as usual
 ============== =================================================================================
 
-A cell that does not parse cannot run, so it cannot do harm; it is still searched as text, and
-what is found there is reported with a note. Findings are for a human to judge: the audit never
-changes a score.
+Findings come from the syntax tree only: imports, names, attribute access and calls, and string
+constants where they are used as paths or names (``open("../x")``,
+``os.environ["AUTOGRADER_SECRET"]``). Words in comments, docstrings and prose strings never
+count: "I checked my solutions against the worked examples" is not an import. A cell that does
+not parse cannot run, so it cannot do harm; its tokens are still read for ``import`` statements,
+which are reported with a note. Cells longer than :data:`MAX_CELL_CHARS` or nested deeper than
+:data:`MAX_DEPTH` are not parsed (Python's parser recurses on such input): they are reported as
+``oversized`` with their size. Findings are for a human to judge: the audit never changes a
+score, and one notebook that cannot be audited never stops the audit of the others.
 
 ``python -m autograder audit`` prints the findings of collected submissions or given files.
 """
@@ -34,7 +42,9 @@ changes a score.
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +67,12 @@ PROCESS = "process"
 NETWORK = "network"
 SHELL = "shell-escape"
 INTROSPECTION = "introspection"
+OVERSIZED = "oversized"
 UNREADABLE = "unreadable"
+
+# A learner's cell is a few hundred lines; longer or deeper input is not parsed.
+MAX_CELL_CHARS = 100_000
+MAX_DEPTH = 100
 
 PROCESS_MODULES = frozenset({"subprocess", "ctypes", "cffi", "pty", "multiprocessing", "pexpect",
                              "sh", "plumbum", "_posixsubprocess", "posix", "nt"})
@@ -100,10 +115,12 @@ _GLOBAL_STATE = ("sys.modules", "builtins", "os.environ", "autograder", "numpy",
                  "transformer_ref", "nbgrader")
 # Names the graded test cells rely on; learner code has no reason to rebind them.
 _GRADER_NAMES = frozenset({"check", "grade_function", "get_exercise"})
-_COURSE_FOLDERS = r"(?:solutions?|source_with_tests|autograded|submitted)"
-_SOLUTION_WORDS = re.compile(
-    rf"(?:^|[/\\]){_COURSE_FOLDERS}[/\\]|[/\\]{_COURSE_FOLDERS}$|^{_COURSE_FOLDERS}$"
-    r"|gradebook|\.db$|nbgrader_config", re.IGNORECASE)
+# Path parts that name the solutions, the gradebook or other learners' work.
+_COURSE_FOLDERS = frozenset({"solution", "solutions", "source_with_tests", "autograded",
+                             "submitted"})
+_COURSE_FILES = re.compile(r"gradebook.*|.*\.db|nbgrader_config(\.py)?", re.IGNORECASE)
+# A string that is one environment variable's name, as os.environ and os.getenv take it.
+_SECRET_NAME = "AUTOGRADER_SECRET"
 # Line magics that only time, configure or display: their argument (if any) is Python code
 # (time/timeit) or harmless.
 _CODE_MAGICS = frozenset({"time", "timeit", "prun", "capture"})
@@ -113,18 +130,6 @@ _HARMLESS_MAGICS = frozenset({"matplotlib", "config", "precision", "who", "whos"
                               "magic", "quickref", "doctest_mode", "reset", "reset_selective",
                               "html", "markdown", "latex", "svg", "javascript", "js",
                               "load_ext", "reload_ext", "unload_ext", "debug", "pdb", "tb"})
-_TEXT_PATTERNS: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    (PROCESS, re.compile(r"\b(subprocess|ctypes|os\.system|os\.popen|multiprocessing)\b"),
-     "mentions {match}, which runs other programs"),
-    (NETWORK, re.compile(r"\b(socket|urllib\w*|requests|http\.client|httpx)\b"),
-     "mentions {match}, which opens network connections"),
-    (REFERENCE, re.compile(r"\btransformer_ref\b"), "mentions the reference package {match}"),
-    (GRADER_ACCESS, re.compile(r"\bautograder\.\w+"), "mentions {match}"),
-    (MONKEYPATCH, re.compile(r"\b(setattr|builtins|sys\.modules)\b"),
-     "mentions {match}, which can change other modules"),
-    (SHELL, re.compile(r"^\s*(!|%%?(system|sx|bash|sh|script))", re.M),
-     "runs a shell command ({match})"),
-)
 
 
 @dataclass(frozen=True)
@@ -180,7 +185,24 @@ def _is_outside_path(text: str) -> bool:
     """True for absolute, home-relative or parent-relative paths."""
     text = text.strip()
     return (text.startswith(("/", "~", "\\")) or re.match(r"^[A-Za-z]:[/\\]", text) is not None
-            or ".." in re.split(r"[/\\]", text))
+            or ".." in _path_parts(text))
+
+
+def _path_parts(text: str) -> list[str]:
+    return re.split(r"[/\\]", text.strip())
+
+
+def _looks_like_path(text: str) -> bool:
+    """A string written as a path (``"solutions/x.ipynb"``, ``"../x"``), not as prose: one
+    word with a separator. Other strings count as paths only where a call takes a path."""
+    return bool(text) and len(text) < 300 and not any(c.isspace() for c in text) and (
+        "/" in text or "\\" in text)
+
+
+def _course_part(text: str) -> str | None:
+    """The part of a path that names the solutions, the gradebook or submissions, or None."""
+    return next((part for part in _path_parts(text)
+                 if part.lower() in _COURSE_FOLDERS or _COURSE_FILES.fullmatch(part)), None)
 
 
 # Modules that gather the reference's parts under one name (see transformer_ref.modules).
@@ -390,6 +412,8 @@ class _Auditor(ast.NodeVisitor):
         elif (name in _FILE_CALLS or last in ("Path", "PurePath")) and self._outside_arg(node):
             self.add(node, FILE_ACCESS, f"{name or last}() with a path outside the notebook's "
                                         f"folder ({self._outside_arg(node)!r})")
+        elif name in _FILE_CALLS or last in ("Path", "PurePath"):
+            self._check_path_arguments(node, name or last)
         elif name in ("os.getenv", "os.environ.get", "os.environ.pop", "os.putenv"):
             pass  # reported through the string constant when it names the secret
         elif name.endswith("get_ipython.system") or name.endswith("get_ipython.getoutput"):
@@ -398,6 +422,16 @@ class _Auditor(ast.NodeVisitor):
             self._visit_magic(node, cell_magic=name.endswith("run_cell_magic"))
             return
         self.generic_visit(node)
+
+    def _check_path_arguments(self, node: ast.Call, called: str) -> None:
+        # A single word is a path here (``open("gradebook.db")``), which it is not in prose.
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            for constant in _strings(arg):
+                part = _course_part(constant.value)
+                if part and not _looks_like_path(constant.value):
+                    self.add(node, SOLUTION_ACCESS, f"{called}() opens {constant.value!r}: the "
+                                                    "solutions, the gradebook and other "
+                                                    "submissions are off limits")
 
     def _outside_arg(self, node: ast.Call) -> str | None:
         for arg in [*node.args, *(k.value for k in node.keywords)]:
@@ -471,18 +505,36 @@ class _Auditor(ast.NodeVisitor):
             if isinstance(parent, (ast.Attribute, ast.Subscript)):
                 self.add(node, MONKEYPATCH, "reaches into __builtins__")
 
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        # ``folder / "solutions"``: a string divided into a path is a path part.
+        if isinstance(node.op, ast.Div):
+            for side in (node.left, node.right):
+                if (isinstance(side, ast.Constant) and isinstance(side.value, str)
+                        and _course_part(side.value) and not _looks_like_path(side.value)):
+                    self.add(side, SOLUTION_ACCESS, f"joins {side.value!r} into a path: the "
+                                                    "solutions, the gradebook and other "
+                                                    "submissions are off limits")
+        self.generic_visit(node)
+
+    def visit_Expr(self, node: ast.Expr) -> None:
+        # A string on its own is a docstring or a comment in disguise: prose, never a path.
+        if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            self.generic_visit(node)
+
     def visit_Constant(self, node: ast.Constant) -> None:
         if not isinstance(node.value, str):
             return
         text = node.value
-        if "AUTOGRADER_SECRET" in text:
-            self.add(node, SECRET, "names AUTOGRADER_SECRET, the key of the hidden checks")
-        match = _SOLUTION_WORDS.search(text)
-        if match and len(text) < 300:
-            self.add(node, SOLUTION_ACCESS, f"names {match.group(0).strip('/')!r} in "
-                                            f"{text[:80]!r}: the solutions, the gradebook and "
-                                            "other submissions are off limits")
-        if len(text) < 300 and ".." in re.split(r"[/\\]", text.strip()):
+        if text.strip() == _SECRET_NAME:
+            self.add(node, SECRET, f"names {_SECRET_NAME}, the key of the hidden checks")
+        if not _looks_like_path(text):
+            return
+        part = _course_part(text)
+        if part:
+            self.add(node, SOLUTION_ACCESS, f"names {part!r} in the path {text[:80]!r}: the "
+                                            "solutions, the gradebook and other submissions "
+                                            "are off limits")
+        if ".." in _path_parts(text):
             self.add(node, FILE_ACCESS, f"path {text[:80]!r} leaves the notebook's folder")
 
 
@@ -502,9 +554,11 @@ def _link_parents(tree: ast.AST) -> None:
 
 def _audit_python(code: str, like: _Auditor, offset: int) -> list[tuple[int, str, str]]:
     """Audit ``code`` with the settings of ``like``; lines shifted by ``offset``."""
-    tree = _parse_quietly(code)
+    tree, oversized = _parse_cell(code)
+    if oversized:
+        return [(offset + 1, OVERSIZED, oversized)]
     if tree is None:
-        return [(offset + line, code_, reason) for line, code_, reason in _text_search(code)]
+        return _audit_tokens(code, like, offset)
     _link_parents(tree)
     auditor = _Auditor(defined=like.defined | _defined_names(tree),
                        reference_names=like.reference_names, imports=like.imports,
@@ -523,14 +577,72 @@ def _ipython_to_python(code: str) -> str:
     return TransformerManager().transform_cell(code)
 
 
-def _text_search(code: str) -> list[tuple[int, str, str]]:
-    found = []
-    for code_, pattern, reason in _TEXT_PATTERNS:
-        for match in pattern.finditer(code):
-            line = code.count("\n", 0, match.start()) + 1
-            found.append((line, code_, reason.format(match=match.group(0).strip()) +
-                          " (the cell does not parse, so this was found by a text search)"))
+def _audit_tokens(code: str, like: _Auditor, offset: int) -> list[tuple[int, str, str]]:
+    """The import statements of a cell that does not parse, read from its tokens (so that
+    comments and strings never count), audited as imports."""
+    auditor = _Auditor(defined=set(), reference_names=like.reference_names,
+                       imports=like.imports, line_offset=offset)
+    for line, module, names in _token_imports(code):
+        auditor._check_module(ast.Pass(lineno=line), module, names)
+    return [(line, code_, f"{reason} (the cell does not parse; found in its import "
+                          "statements)") for line, code_, reason in auditor.found]
+
+
+def _token_imports(code: str) -> list[tuple[int, str, list[str]]]:
+    """``(line, module, imported names)`` of each ``import`` / ``from ... import`` statement
+    spelt by the tokens of ``code``, which need not parse."""
+    words: list[tokenize.TokenInfo] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type in (tokenize.NAME, tokenize.OP, tokenize.NEWLINE):
+                words.append(token)
+    except (tokenize.TokenError, SyntaxError):
+        pass  # keep the tokens read before the error
+    found: list[tuple[int, str, list[str]]] = []
+    i = 0
+
+    def dotted(j: int) -> tuple[str, int]:
+        parts = []
+        while j < len(words) and (words[j].type == tokenize.NAME or words[j].string == "."):
+            parts.append(words[j].string)
+            j += 1
+        return "".join(parts), j
+
+    while i < len(words):
+        token = words[i]
+        if token.string == "from":
+            module, i = dotted(i + 1)
+            if i < len(words) and words[i].string == "import" and module:
+                names, i = _imported_names(words, i + 1)
+                found.append((token.start[0], module, names))
+        elif token.string == "import":
+            i += 1
+            while i < len(words):
+                module, i = dotted(i)
+                if module:
+                    found.append((token.start[0], module, []))
+                if i < len(words) and words[i].string == "as":
+                    i += 2
+                if i < len(words) and words[i].string == ",":
+                    i += 1
+                    continue
+                break
+        else:
+            i += 1
     return found
+
+
+def _imported_names(words: list[tokenize.TokenInfo], i: int) -> tuple[list[str], int]:
+    """The names after ``from x import``, and the index after them."""
+    names = []
+    while i < len(words) and words[i].type != tokenize.NEWLINE:
+        if words[i].string == "as":
+            i += 2
+            continue
+        if words[i].type == tokenize.NAME:
+            names.append(words[i].string)
+        i += 1
+    return names, i
 
 
 def _imports_of(trees: Iterable[ast.AST]) -> dict[str, str]:
@@ -550,16 +662,38 @@ def _imports_of(trees: Iterable[ast.AST]) -> dict[str, str]:
     return names
 
 
-def _parse_quietly(code: str) -> ast.AST | None:
-    """The syntax tree of a cell (IPython syntax translated first when needed), or None."""
-    try:
-        return ast.parse(code)
-    except (SyntaxError, ValueError):
-        pass
-    try:
-        return ast.parse(_ipython_to_python(code))
-    except (SyntaxError, ValueError):
-        return None
+def _depth(tree: ast.AST) -> int:
+    """How deeply the nodes of ``tree`` nest (counted without recursion)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack += [(child, depth + 1) for child in ast.iter_child_nodes(node)]
+    return deepest
+
+
+def _parse_cell(code: str) -> tuple[ast.AST | None, str | None]:
+    """``(tree, None)`` for a cell that parses (IPython syntax translated first when needed),
+    ``(None, None)`` for one that does not, and ``(None, reason)`` for one too large or too
+    deeply nested to audit."""
+    if len(code) > MAX_CELL_CHARS:
+        return None, (f"the cell is {len(code):,} characters long, more than the "
+                      f"{MAX_CELL_CHARS:,} the audit reads; not audited, for a human to look at")
+    tree = None
+    for ipython in (False, True):
+        try:
+            tree = ast.parse(_ipython_to_python(code) if ipython else code)
+            break
+        except (SyntaxError, ValueError, TypeError):  # ValueError: null bytes, lone surrogates
+            continue
+        except (RecursionError, MemoryError):
+            return None, ("the cell nests too deeply for Python's parser (for example a "
+                          "very long chain of operators); not audited, for a human to look at")
+    if tree is not None and (depth := _depth(tree)) > MAX_DEPTH:
+        return None, (f"the cell's code nests {depth:,} levels deep, more than the {MAX_DEPTH} "
+                      "the audit walks (for example a very long chain of operators); not "
+                      "audited, for a human to look at")
+    return tree, None
 
 
 # ----------------------------------------------------------------------------- public API
@@ -591,7 +725,7 @@ def audit_notebook(nb: Any, *, release: Any = None) -> list[Finding]:
                                                          else [])]
     names = _exercise_references(exercise_ids)
     code_cells = [(i, c) for i, c in enumerate(nb["cells"]) if c.get("cell_type") == "code"]
-    trees = [t for _, c in code_cells if (t := _parse_quietly(cell_source(c))) is not None]
+    trees = [t for _, c in code_cells if (t := _parse_cell(cell_source(c))[0]) is not None]
     imports = _imports_of(trees)
 
     findings: dict[tuple[int, int, str], Finding] = {}
@@ -618,7 +752,12 @@ def audit_file(path: str | Path, *, release: Any = None) -> list[Finding]:
                                            f"{str(exc)[:200]}")]
     if not isinstance(nb.get("cells"), list):
         return [Finding(-1, 0, UNREADABLE, "not a readable notebook: it has no list of cells")]
-    return audit_notebook(nb, release=release)
+    try:
+        return audit_notebook(nb, release=release)
+    except Exception as exc:  # a notebook the audit cannot read is reported, never fatal
+        return [Finding(-1, 0, UNREADABLE, f"the audit could not read this notebook "
+                                           f"({type(exc).__name__}: {str(exc)[:200]}); look at "
+                                           "it by hand")]
 
 
 # ----------------------------------------------------------------------------- collected work

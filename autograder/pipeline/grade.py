@@ -49,6 +49,7 @@ from autograder.notebook import (
     grade_id,
     graded_test_cells,
     nbgrader_metadata,
+    stable_cell_ids,
     strip_hidden_tests,
 )
 from autograder.pipeline.collect import SECRET_FILE, TIMESTAMP_FILE
@@ -180,7 +181,7 @@ def _read_submission(path: Path) -> tuple[NotebookNode | None, str | None]:
         return None, (f"the notebook is not valid JSON ({exc}); it may be truncated or edited "
                       "outside Jupyter. Ask the learner to save it again from Jupyter")
     try:
-        nb = nbformat.reads(json.dumps(data), as_version=4)
+        nb = nbformat.reads(json.dumps(stable_cell_ids(data)), as_version=4)
         nbformat.validate(nb)
     except Exception as exc:  # nbformat raises many kinds for JSON that is not a notebook
         return None, f"the file is JSON but not a valid notebook ({type(exc).__name__}: {exc})"

@@ -8,6 +8,9 @@ with the scores are flags (:mod:`autograder.flags`).
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,6 +18,18 @@ from nbformat import NotebookNode
 from traitlets.config import Config
 
 from autograder.course import COURSE_ID, ensure_alembic_on_path
+
+
+@contextmanager
+def quiet_gradebook() -> Iterator[None]:
+    """Silence the SQLAlchemy warning that nbgrader's gradebook code trips for every learner
+    ("Object of type <SubmittedNotebook> not in session"); it is harmless, and would otherwise
+    be printed across the progress bar."""
+    from sqlalchemy.exc import SAWarning
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=SAWarning, message=".*not in session.*")
+        yield
 
 
 def ensure_chapter(config: Config, chapter: str) -> bool:
@@ -41,35 +56,61 @@ def save_grades(
     """Record the scores of an executed ``notebook`` in the gradebook (idempotent).
 
     The score of each graded cell follows nbgrader's own rule (an error output gives 0),
-    through nbgrader's ``SaveAutoGrades``; manual scores already given are kept.
+    through nbgrader's ``SaveAutoGrades``; manual scores already given are kept. A learner
+    without a name (none imported from a roster with ``nbgrader db student import``) is
+    listed under the student id, so that the formgrader shows it instead of "None, None".
     """
     from nbgrader.api import Gradebook
     from nbgrader.preprocessors import SaveAutoGrades
 
     ensure_alembic_on_path()
     db_url = config.CourseDirectory.db_url
-    with Gradebook(db_url, COURSE_ID) as gradebook:
-        gradebook.update_or_create_student(student)
-        gradebook.update_or_create_submission(chapter, student, timestamp=timestamp)
-    resources = {"nbgrader": {"db_url": db_url, "assignment": chapter, "notebook": chapter,
-                              "student": student}}
-    SaveAutoGrades().preprocess(notebook, resources)
-    with Gradebook(db_url, COURSE_ID) as gradebook:
-        submitted = gradebook.find_submission_notebook(chapter, chapter, student)
-        submitted.flagged = flagged
-        gradebook.db.commit()
+    with quiet_gradebook():
+        with Gradebook(db_url, COURSE_ID) as gradebook:
+            known = gradebook.update_or_create_student(student)
+            if known.first_name is None and known.last_name is None:
+                gradebook.update_or_create_student(student, last_name=student, first_name="")
+            gradebook.update_or_create_submission(chapter, student, timestamp=timestamp)
+        resources = {"nbgrader": {"db_url": db_url, "assignment": chapter, "notebook": chapter,
+                                  "student": student}}
+        SaveAutoGrades().preprocess(notebook, resources)
+        with Gradebook(db_url, COURSE_ID) as gradebook:
+            submitted = gradebook.find_submission_notebook(chapter, chapter, student)
+            submitted.flagged = flagged
+            gradebook.db.commit()
 
 
 @dataclass(frozen=True)
 class Score:
-    """One learner's result on one chapter, as the gradebook holds it."""
+    """One learner's result on one chapter, as the gradebook holds it: the one definition of
+    a score that the summary table, the CSV and the demo all print.
+
+    The points of a chapter are its graded cells (from the release; a learner cannot add
+    any). *Auto* cells are the test cells the grader scores; *manual* cells are the answers
+    a human grades (nbgrader solution or task cells with points). Each cell counts its
+    manual score when a human gave one, else its automatic score, plus any extra credit.
+
+    Attributes:
+        score, max_score: ``auto_score + manual_score`` and ``auto_max_score +
+            manual_max_score``: the whole chapter.
+        manual_pending: points of manual cells that no human has graded yet.
+    """
 
     student: str
     chapter: str
-    score: float
-    max_score: float
     auto_score: float
     auto_max_score: float
+    manual_score: float
+    manual_max_score: float
+    manual_pending: float
+
+    @property
+    def score(self) -> float:
+        return self.auto_score + self.manual_score
+
+    @property
+    def max_score(self) -> float:
+        return self.auto_max_score + self.manual_max_score
 
 
 def read_scores(config: Config) -> list[Score]:
@@ -78,15 +119,22 @@ def read_scores(config: Config) -> list[Score]:
 
     ensure_alembic_on_path()
     rows = []
-    with Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
+    with quiet_gradebook(), Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
         for assignment in gradebook.assignments:
             for submission in assignment.submissions:
-                auto = [g for n in submission.notebooks for g in n.grades
-                        if g.cell.cell_type == "code"]
+                auto, manual = [], []
+                for notebook in submission.notebooks:
+                    by_hand = ({c.name for c in notebook.notebook.solution_cells}
+                               | {c.name for c in notebook.notebook.task_cells})
+                    for grade in notebook.grades:
+                        (manual if grade.cell.name in by_hand else auto).append(grade)
                 rows.append(Score(
                     student=submission.student.id, chapter=assignment.name,
-                    score=float(submission.score), max_score=float(submission.max_score),
                     auto_score=float(sum(g.score for g in auto)),
                     auto_max_score=float(sum(g.max_score for g in auto)),
+                    manual_score=float(sum(g.score for g in manual if not g.needs_manual_grade)),
+                    manual_max_score=float(sum(g.max_score for g in manual)),
+                    manual_pending=float(sum(g.max_score for g in manual
+                                             if g.needs_manual_grade)),
                 ))
     return sorted(rows, key=lambda r: (r.student, r.chapter))

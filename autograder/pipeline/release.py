@@ -8,7 +8,8 @@ hidden tests removed, outputs cleared) and every chapter is recorded in the grad
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 
 from autograder.course import (
     CHAPTERS,
@@ -43,13 +44,15 @@ def generate(
     chapters: Iterable[str],
     root: str | os.PathLike = ROOT,
     course_dir: str | os.PathLike | None = None,
+    progress: Callable[[str], object] | None = None,
 ) -> None:
     """Run ``nbgrader generate_assignment <chapter> --force`` for each chapter.
 
     Writes ``<root>/notebooks/<chapter>/`` from ``<root>/solutions/<chapter>/`` (solutions
     replaced by stubs, hidden tests removed, outputs cleared) and records the chapter in the
     gradebook under ``course_dir``. The result depends only on the source folder, so running
-    it again gives byte-identical files.
+    it again gives byte-identical files. ``progress``, when given, is called with a line
+    before and after each chapter (each takes seconds).
 
     Raises:
         RuntimeError: nbgrader could not generate a chapter (its log is in the message).
@@ -61,7 +64,11 @@ def generate(
 
     ensure_alembic_on_path()
     config = course_config(root, course_dir)
-    for chapter in chapters:
+    chapters = list(chapters)
+    for number, chapter in enumerate(chapters, 1):
+        started = time.monotonic()
+        if progress is not None:
+            progress(f"[{number}/{len(chapters)}] releasing {chapter} ...")
         coursedir = CourseDirectory(config=config)
         coursedir.assignment_id = chapter
         app = GenerateAssignment(coursedir=coursedir, config=config)
@@ -73,12 +80,16 @@ def generate(
                 f"nbgrader generate_assignment {chapter} failed:\n"
                 f"{result.get('log', '')}\n{result.get('error', '')}"
             )
+        if progress is not None:
+            progress(f"[{number}/{len(chapters)}] {chapter}: notebooks/{chapter}/ written "
+                     f"({time.monotonic() - started:.1f} s)")
 
 
 def release(
     chapters: list[str] | None = None,
     root: str | os.PathLike | None = None,
     course_dir: str | os.PathLike | None = None,
+    progress: Callable[[str], object] | None = None,
 ) -> list[str]:
     """Regenerate the learner notebooks in ``notebooks/`` from ``solutions/``.
 
@@ -86,6 +97,7 @@ def release(
         chapters: chapter ids such as ``"ch02_attention"``; ``None`` releases every chapter
             that has a source notebook.
         root, course_dir: the course (default: this repository and its autograder/course).
+        progress: called with a line of progress per chapter (``print`` on the command line).
 
     Returns:
         The chapters released.
@@ -97,7 +109,7 @@ def release(
     course = Course.of(root, course_dir)
     available = chapters_in(course.root)
     chosen = available if chapters is None else _check_chapters(chapters, available)
-    generate(chosen, course.root, course.folder)
+    generate(chosen, course.root, course.folder, progress=progress)
     register_assignments(course.root, course.folder)
     return chosen
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import nbformat
 import pytest
 
@@ -211,3 +213,64 @@ def test_command_line_on_collected_submissions(tmp_path, capsys) -> None:
     assert "finn" in out and "monkeypatch" in out and "ada " not in out
     assert "1 finding(s) in 2 notebook(s)" in out
     assert cli_main(["audit", "ch02", "--course-dir", str(course), "--student", "ada"]) == 0
+
+
+def test_words_in_comments_docstrings_and_prose_are_never_findings() -> None:
+    cells = [
+        "# I checked my solutions against the worked examples",
+        '"""Compare with transformer_ref, as the solutions of the gradebook do; no subprocess,\n'
+        'no socket, no setattr, no builtins, never sys.modules or AUTOGRADER_SECRET."""\n'
+        "x = 1",
+        "def f():\n    '''Uses autograder.exercises? No: import subprocess is not here.'''\n"
+        "    return 2",
+        "print('the gradebook is kept by the instructor, ../ means the parent folder')",
+        "label = 'solutions'\nnote = 'read the AUTOGRADER_SECRET docs'",
+        # A cell that does not parse: its comments and strings do not count either.
+        "def broken(:\n    # import subprocess\n    s = 'import socket'",
+    ]
+    assert audit_notebook(notebook(*cells)) == []
+
+
+def test_paths_to_the_course_files_are_found_wherever_they_are_built() -> None:
+    cases = [
+        ("from pathlib import Path\np = Path('..') / 'solutions'", {audit.SOLUTION_ACCESS}),
+        ("x = 1\ndata = open('gradebook.db', 'rb').read()", {audit.SOLUTION_ACCESS}),
+        ("import os\nkey = os.getenv('AUTOGRADER_SECRET')", {audit.SECRET}),
+    ]
+    for source, codes in cases:
+        found = {f.code for f in audit_notebook(notebook(source)) if f.line == 2}
+        assert codes <= found, (source, found)
+
+
+def test_oversized_and_deeply_nested_cells_are_reported_with_their_size() -> None:
+    huge = "x = " + " + ".join(["1"] * 200_000)
+    too_deep_to_parse = "y = " + "+".join(["1"] * 5_000)
+    deep = "z = " + "+".join(["1"] * 500)
+    nb = notebook(huge, too_deep_to_parse, deep, "import socket")
+    findings = audit_notebook(nb)
+    by_cell = {f.cell: f for f in findings}
+    assert by_cell[1].code == audit.OVERSIZED and f"{len(huge):,} characters" in by_cell[1].reason
+    assert by_cell[2].code == audit.OVERSIZED and "too deeply for Python's parser" in by_cell[
+        2].reason
+    assert by_cell[3].code == audit.OVERSIZED
+    assert re.search(r"nests 50\d levels deep, more than the 100", by_cell[3].reason)
+    assert by_cell[4].code == audit.NETWORK  # the rest of the notebook is audited as usual
+
+
+def test_one_unauditable_notebook_never_stops_the_audit_of_the_class(tmp_path, capsys) -> None:
+    course = tmp_path / "course"
+    cells = {"deep": ("x = " + "+".join(["1"] * 200_000),),
+             "finn": ("import numpy as np\nnp.sum = len",)}
+    for student, sources in cells.items():
+        folder = course / "submitted" / student / "ch02_attention"
+        folder.mkdir(parents=True)
+        nbformat.write(notebook(*sources), folder / "ch02_attention.ipynb")
+    nested = course / "submitted" / "nested" / "ch02_attention" / "ch02_attention.ipynb"
+    nested.parent.mkdir(parents=True)
+    nested.write_text('{"cells": ' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")
+    assert cli_main(["audit", "all", "--course-dir", str(course)]) == 1
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines()[1:-1]}
+    assert "oversized" in rows["deep"] and "monkeypatch" in rows["finn"]
+    assert "unreadable" in rows["nested"]
+    assert "3 finding(s) in 3 notebook(s)" in out

@@ -8,6 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import stat
+import struct
 import zipfile
 from pathlib import Path
 
@@ -22,13 +25,21 @@ CH = "ch02_attention"
 
 
 def tree_hashes(folder: Path) -> dict[str, str]:
-    """``relative path -> sha256`` of every file below ``folder`` (bytes names included)."""
+    """``relative path -> sha256`` of every regular file below ``folder`` (bytes names
+    included), and ``relative path -> kind`` of links (with their target) and special files,
+    which are never opened."""
     out = {}
-    for dirpath, _, files in os.walk(os.fsencode(folder)):
-        for name in files:
+    for dirpath, dirs, files in os.walk(os.fsencode(folder)):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
             path = os.path.join(dirpath, name)
-            out[os.fsdecode(os.path.relpath(path, os.fsencode(folder)))] = hashlib.sha256(
-                Path(os.fsdecode(path)).read_bytes()).hexdigest()
+            key = os.fsdecode(os.path.relpath(path, os.fsencode(folder)))
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                out[key] = f"link to {os.fsdecode(os.readlink(path))}"
+            elif not stat.S_ISREG(mode):
+                out[key] = stat.filemode(mode)
+            else:
+                out[key] = hashlib.sha256(Path(os.fsdecode(path)).read_bytes()).hexdigest()
     return out
 
 
@@ -55,8 +66,9 @@ def course(tmp_path) -> Path:
 
 def test_folder_layouts_are_collected_and_originals_untouched(tmp_path, course):
     source = tmp_path / "inbox"
-    write(source / "alice" / CH / f"{CH}.ipynb", notebook_bytes("alice"))
-    (source / "alice" / CH / "timestamp.txt").write_text("2024-03-01 10:00:00.000000 UTC")
+    write(source / "alice" / CH / f"{CH}.ipynb", notebook_bytes("alice"), mtime=1_709_287_200)
+    # A time the learner wrote is never believed: the file's own time counts.
+    (source / "alice" / CH / "timestamp.txt").write_text("2000-01-01 00:00:00.000000 UTC")
     write(source / "bob" / f"{CH}.ipynb", notebook_bytes("bob"), mtime=1_700_000_000)
     write(source / "carol" / "ch03_attention_head.ipynb", notebook_bytes("carol"))
     before = tree_hashes(source)
@@ -115,7 +127,9 @@ def test_unsafe_and_undecodable_names_are_refused(tmp_path, course):
     assert report.collected == [("good", CH)]
     reasons = "\n".join(f"{origin}: {reason}" for origin, reason in report.refused)
     assert len(report.refused) == 5, reasons
-    assert "not valid UTF-8" in reasons and "not a safe name" in reasons
+    assert "not valid UTF-8" in reasons
+    assert "contains ' ' (U+0020 SPACE) at position 4" in reasons and "'has_space'" in reasons
+    assert "starts with '.' (U+002E FULL STOP)" in reasons
     assert "not a chapter notebook" in reasons and "lies in the folder" in reasons
     assert sorted(p.name for p in (course / "submitted").iterdir()) == ["good"]
 
@@ -161,7 +175,7 @@ def test_lms_zip(tmp_path, course):
     assert len(reasons) == 3, reasons
     assert any("not valid UTF-8" in r for r in reasons)
     assert any("<student>_<chapter>.ipynb" in r for r in reasons)
-    assert any("not a safe name" in r for r in reasons)
+    assert any("contains ' ' (U+0020 SPACE)" in r for r in reasons)
 
 
 def test_nbgrader_exchange(tmp_path, course):
@@ -171,8 +185,9 @@ def test_nbgrader_exchange(tmp_path, course):
                        ("2024-01-01 11:00:00.000000 UTC+c3", "bob")]:
         folder = inbound / f"{'bob' if tag == 'bob' else 'alice'}+{CH}+{stamp}"
         write(folder / f"{CH}.ipynb", notebook_bytes(tag))
-        # `nbgrader submit` writes the submission time next to the notebook.
-        (folder / "timestamp.txt").write_text(stamp.split("+")[0])
+        # `nbgrader submit` writes a timestamp.txt too, but the learner can edit it: the
+        # folder's name, which the exchange keeps, is what counts.
+        (folder / "timestamp.txt").write_text("2030-01-01 00:00:00.000000 UTC")
     before = tree_hashes(inbound)
 
     code = main(["collect", "--exchange", str(tmp_path / "exchange"), "--chapter", "ch02",
@@ -180,10 +195,13 @@ def test_nbgrader_exchange(tmp_path, course):
 
     assert code == 0
     assert tree_hashes(inbound) == before
-    assert submitted(course, "alice") == notebook_bytes("new")  # nbgrader keeps the newest
+    assert submitted(course, "alice") == notebook_bytes("new")  # the newest is kept ...
     assert submitted(course, "bob") == notebook_bytes("bob")
     stamp = (course / "submitted" / "alice" / CH / "timestamp.txt").read_text()
     assert stamp.startswith("2024-01-02 10:00:00")
+    flags = read_flags(course, "alice", CH)  # ... and the duplicate is flagged
+    assert [f.code for f in flags] == ["duplicate_submission"]
+    assert "2024-01-01 10:00:00" in flags[0].reason and read_flags(course, "bob", CH) == []
 
 
 def test_cli_collect_prints_refusals(tmp_path, course, capsys):
@@ -193,7 +211,230 @@ def test_cli_collect_prints_refusals(tmp_path, course, capsys):
     assert main(["collect", str(source), "--root", str(tmp_path),
                  "--course-dir", str(course)]) == 0
     out = capsys.readouterr().out
-    assert "collected 1 submission(s)" in out and "REFUSED" in out and "not ok" in out
+    assert "collected 1 submission(s) of 1 learner(s), refused 1" in out
+    assert "REFUSED" in out and "not ok" in out
+    assert re.search(rf"^  ok +{CH} +\d{{4}}-\d\d-\d\d [\d:]+ UTC +new +\S+ok/{CH}\.ipynb$",
+                     out, re.M), out
     assert main(["collect", str(tmp_path / "missing"), "--root", str(tmp_path),
                  "--course-dir", str(course)]) == 1
     assert "no folder or zip file" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ every entry on its own
+
+
+def refusals(report) -> dict[str, str]:
+    """``origin -> reason`` of a report's refusals."""
+    return dict(report.refused)
+
+
+def refused_for(report, tail: str) -> str:
+    """The reason of the one refusal whose origin ends with ``tail``."""
+    found = [reason for origin, reason in report.refused if origin.endswith(tail)]
+    assert len(found) == 1, (tail, report.refused)
+    return found[0]
+
+
+def test_links_special_files_and_notebook_folders_are_refused_one_by_one(tmp_path, course):
+    secret_notebook = tmp_path / "solutions" / CH / f"{CH}.ipynb"
+    write(secret_notebook, notebook_bytes("the instructor's solutions"))
+    source = tmp_path / "inbox"
+    write(source / "honest" / CH / f"{CH}.ipynb", notebook_bytes("honest"))
+    write(source / "flat" / f"{CH}.ipynb", notebook_bytes("flat"))
+    write(tmp_path / "elsewhere" / CH / f"{CH}.ipynb", notebook_bytes("linked learner"))
+    (source / "linked_learner").symlink_to(tmp_path / "elsewhere")
+    (source / "linked_chapter").mkdir()
+    (source / "linked_chapter" / CH).symlink_to(tmp_path / "elsewhere" / CH)
+    (source / "to_source" / CH).mkdir(parents=True)
+    (source / "to_source" / CH / f"{CH}.ipynb").symlink_to(secret_notebook)
+    (source / "to_shadow").mkdir()
+    (source / "to_shadow" / f"{CH}.ipynb").symlink_to("/etc/shadow")
+    (source / "pipe" / CH).mkdir(parents=True)
+    os.mkfifo(source / "pipe" / CH / f"{CH}.ipynb")
+    (source / "folder_named" / f"{CH}.ipynb").mkdir(parents=True)
+    (source / "nested" / CH / f"{CH}.ipynb").mkdir(parents=True)
+    (source / "x.ipynb").mkdir()
+    write(source / "hardlink" / f"{CH}.ipynb", b"")
+    (source / "hardlink" / f"{CH}.ipynb").unlink()
+    os.link(secret_notebook, source / "hardlink" / f"{CH}.ipynb")
+    huge = source / "huge" / f"{CH}.ipynb"
+    huge.parent.mkdir()
+    with open(huge, "wb") as handle:  # sparse: 60 MB on paper, nothing on disk
+        handle.truncate(60 * 2**20)
+    before = tree_hashes(tmp_path / "solutions")
+
+    report = collect([source], root=tmp_path, course_dir=course)
+
+    assert sorted(report.collected) == [("flat", CH), ("honest", CH)]
+    assert sorted(p.name for p in (course / "submitted").iterdir()) == ["flat", "honest"]
+    assert "symbolic link" in refused_for(report, "linked_learner")
+    assert "symbolic link" in refused_for(report, f"linked_chapter/{CH}")
+    assert str(secret_notebook) in refused_for(report, f"to_source/{CH}/{CH}.ipynb")
+    assert "'/etc/shadow'" in refused_for(report, f"to_shadow/{CH}.ipynb")
+    assert "named pipe (FIFO)" in refused_for(report, f"pipe/{CH}/{CH}.ipynb")
+    assert "folder named like a notebook" in refused_for(report, f"folder_named/{CH}.ipynb")
+    assert "folder named like a notebook" in refused_for(report, f"nested/{CH}/{CH}.ipynb")
+    assert "folder named like a notebook" in refused_for(report, "inbox/x.ipynb")
+    assert "hard link" in refused_for(report, f"hardlink/{CH}.ipynb")
+    assert "60.0 MB" in refused_for(report, f"huge/{CH}.ipynb")
+    assert len(report.refused) == 10, report.refused
+    assert tree_hashes(tmp_path / "solutions") == before
+
+
+def test_student_ids_are_case_folded_and_nfc_and_collisions_refused(tmp_path, course):
+    source = tmp_path / "inbox"
+    write(source / "Chloe\u0308" / f"{CH}.ipynb", notebook_bytes("chloe"))  # as macOS spells it
+    write(source / "Casey" / f"{CH}.ipynb", notebook_bytes("Casey"))
+    write(source / "casey" / CH / f"{CH}.ipynb", notebook_bytes("casey"))
+    write(source / "Dana" / f"{CH}.ipynb", notebook_bytes("dana"))
+
+    report = collect([source], root=tmp_path, course_dir=course)
+
+    assert sorted(report.collected) == [("chloë", CH), ("dana", CH)]
+    assert submitted(course, "chloë") == notebook_bytes("chloe")
+    reasons = [reason for origin, reason in report.refused if "asey" in origin]
+    assert len(reasons) == 2, report.refused
+    assert all("'Casey' and 'casey' are the same student id 'casey'" in r for r in reasons)
+    assert not (course / "submitted" / "casey").exists()
+
+
+def test_check_name_says_what_is_wrong_and_how_to_fix_it():
+    reason = check_name("chloe\u0308", "learner folder")
+    assert "not in Unicode normal form NFC" in reason
+    assert "U+0308 COMBINING DIAERESIS" in reason and "'chloë'" in reason
+    assert "'a_b' (or to the learner's real id)" in check_name("a/b", "student id")
+    assert "65 characters long" in check_name("x" * 65, "student id")
+
+
+def zip_with(members: list[tuple[str, bytes]], path: Path, edit=None) -> None:
+    """A zip of ``members``; ``edit(raw, index_of_member)`` may change the bytes after."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members:
+            zf.writestr(name, data)
+    raw = bytearray(path.read_bytes())
+    if edit is not None:
+        edit(raw)
+    path.write_bytes(bytes(raw))
+
+
+def header_offsets(raw: bytearray, member: int) -> tuple[int, int]:
+    """Offsets of the local header and the central directory entry of the ``member``-th file."""
+    local = central = -1
+    for _ in range(member + 1):
+        local = raw.index(b"PK\x03\x04", local + 1)
+        central = raw.index(b"PK\x01\x02", central + 1)
+    return local, central
+
+
+def set_field(raw: bytearray, member: int, local_offset: int, central_offset: int, fmt: str,
+              value: int) -> None:
+    """Write ``value`` into the same field of both headers of a member (zip APPNOTE 4.3.7
+    and 4.3.12 give the offsets)."""
+    local, central = header_offsets(raw, member)
+    struct.pack_into(fmt, raw, local + local_offset, value)
+    struct.pack_into(fmt, raw, central + central_offset, value)
+
+
+def corrupt_crc(raw):
+    local, central = header_offsets(raw, 0)
+    raw[local + 14] ^= 0xFF
+    raw[central + 16] ^= 0xFF
+
+
+@pytest.mark.parametrize(("edit", "expected"), [
+    (corrupt_crc, "corrupt inside the zip (Bad CRC-32"),
+    (lambda raw: set_field(raw, 0, 6, 8, "<H", 0x1), "encrypted (password-protected)"),
+    (lambda raw: set_field(raw, 0, 8, 10, "<H", 9), "compressed with Deflate64"),
+    (lambda raw: set_field(raw, 0, 22, 24, "<I", 10), "corrupt inside the zip"),  # says less
+    (lambda raw: set_field(raw, 0, 22, 24, "<I", 99_999), "its header says 99,999 bytes but"),
+])
+def test_a_bad_zip_member_is_refused_and_the_rest_collected(tmp_path, course, edit, expected):
+    archive = tmp_path / "lms.zip"
+    zip_with([(f"bad_{CH}.ipynb", notebook_bytes("bad") * 50),
+              (f"good_{CH}.ipynb", notebook_bytes("good"))], archive, edit)
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+
+    report = collect([archive], root=tmp_path, course_dir=course)
+
+    assert report.collected == [("good", CH)]
+    assert expected in refused_for(report, f"lms.zip:bad_{CH}.ipynb")
+    assert submitted(course, "good") == notebook_bytes("good")
+    assert hashlib.sha256(archive.read_bytes()).hexdigest() == digest
+
+
+def test_zip_bombs_links_and_notebook_folders_in_a_zip_are_refused(tmp_path, course):
+    archive = tmp_path / "lms.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(f"bomb_{CH}.ipynb", b"0" * (60 * 2**20))  # 60 MB of zeros, 60 kB packed
+        link = zipfile.ZipInfo(f"link_{CH}.ipynb")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        zf.writestr(link, "/etc/shadow")
+        zf.writestr(f"folder_{CH}.ipynb/", b"")
+        zf.writestr(f"good_{CH}.ipynb", notebook_bytes("good"))
+    assert archive.stat().st_size < 2**20
+
+    report = collect([archive], root=tmp_path, course_dir=course)
+
+    assert report.collected == [("good", CH)]
+    assert "60.0 MB uncompressed" in refused_for(report, f"bomb_{CH}.ipynb")
+    assert "a symbolic link inside the zip" in refused_for(report, f"link_{CH}.ipynb")
+    assert "folder named like a notebook" in refused_for(report, f"folder_{CH}.ipynb/")
+
+
+def test_exchange_refuses_links_pipes_and_odd_folders_and_keeps_the_rest(tmp_path, course):
+    secret_notebook = tmp_path / "solutions" / CH / f"{CH}.ipynb"
+    write(secret_notebook, notebook_bytes("the instructor's solutions"))
+    inbound = tmp_path / "exchange" / COURSE_ID / "inbound"
+    stamp = "2024-05-01 08:00:00.000000 UTC"
+
+    def submission(student: str) -> Path:
+        folder = inbound / f"{student}+{CH}+{stamp}"
+        folder.mkdir(parents=True)
+        return folder
+
+    write(submission("honest") / f"{CH}.ipynb", notebook_bytes("honest"))
+    (submission("linker") / f"{CH}.ipynb").symlink_to(secret_notebook)
+    (submission("shadow") / f"{CH}.ipynb").symlink_to("/etc/shadow")
+    os.mkfifo(submission("piper") / f"{CH}.ipynb")
+    (inbound / f"folderlink+{CH}+{stamp}").symlink_to(tmp_path / "solutions" / CH)
+    write(inbound / f"notime+{CH}+yesterday" / f"{CH}.ipynb", notebook_bytes("x"))
+    write(inbound / "no-plus-signs" / f"{CH}.ipynb", notebook_bytes("x"))
+    # Another chapter than the one collected is left alone, without a word.
+    write(inbound / f"honest+ch03_attention_head+{stamp}" / "ch03_attention_head.ipynb",
+          notebook_bytes("x"))
+    before = tree_hashes(tmp_path)
+
+    report = collect(exchange=tmp_path / "exchange", chapters=[CH], root=tmp_path,
+                     course_dir=course)
+
+    assert report.collected == [("honest", CH)]
+    assert report.taken[0].timestamp.isoformat() == "2024-05-01T08:00:00+00:00"
+    assert str(secret_notebook) in refused_for(report, f"linker+{CH}+{stamp}/{CH}.ipynb")
+    assert "/etc/shadow" in refused_for(report, f"shadow+{CH}+{stamp}/{CH}.ipynb")
+    assert "named pipe" in refused_for(report, f"piper+{CH}+{stamp}/{CH}.ipynb")
+    assert "symbolic link" in refused_for(report, f"folderlink+{CH}+{stamp}")
+    assert "'yesterday' in the folder name cannot be read" in refused_for(
+        report, f"notime+{CH}+yesterday")
+    assert "not an nbgrader submission folder" in refused_for(report, "no-plus-signs")
+    assert len(report.refused) == 6, report.refused
+    after = tree_hashes(tmp_path)
+    assert {k: v for k, v in after.items() if not k.startswith("course")} == before
+    with pytest.raises(FileNotFoundError, match="Exchange.root"):
+        collect(exchange=tmp_path / "nowhere", root=tmp_path, course_dir=course)
+
+
+def test_collecting_again_reports_unchanged_and_keeps_newer_work(tmp_path, course, capsys):
+    source = tmp_path / "inbox"
+    write(source / "alice" / f"{CH}.ipynb", notebook_bytes("new"), mtime=1_700_000_000)
+    where = ["--root", str(tmp_path), "--course-dir", str(course)]
+    assert main(["collect", str(source), *where]) == 0
+    assert re.search(rf"^  alice +{CH} +2023-11-14 22:13:20 UTC +new ", capsys.readouterr().out,
+                     re.M)
+    first = tree_hashes(course)
+    assert main(["collect", str(source), *where]) == 0
+    assert " unchanged " in capsys.readouterr().out and tree_hashes(course) == first
+    # An older copy arriving later never replaces newer collected work.
+    write(tmp_path / "old" / "alice" / f"{CH}.ipynb", notebook_bytes("old"), mtime=1_600_000_000)
+    report = collect([tmp_path / "old"], root=tmp_path, course_dir=course)
+    assert report.taken[0].status == "kept" and submitted(course, "alice") == notebook_bytes("new")
+    assert [f.code for f in read_flags(course, "alice", CH)] == ["older_than_collected"]

@@ -4,6 +4,7 @@ what learners may see, storing results in the gradebook, the CSV and the command
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import asdict
 
@@ -169,13 +170,16 @@ def test_store_writes_gradebook_and_csv_idempotently(course):
         csvs.append(export_csv(root=root, course_dir=course_dir))
     assert csvs[0] == csvs[1]
     lines = csvs[0].splitlines()
-    assert lines[0] == "student,chapter,score,max_score,flags,reasons"
-    assert lines[1] == f"alice,{CH},7,11,,"
-    assert lines[2] == f"bob,{CH},0,11,unreadable_notebook,broken"
+    assert lines[0] == ("student,chapter,score,max_score,auto_score,auto_max,manual_score,"
+                        "manual_max,manual_pending,flags,reasons")
+    # The written answers (4 points) wait for a human; an unanswered one needs nobody.
+    assert lines[1] == f"alice,{CH},7,11,7,7,0,4,4,,"
+    assert lines[2] == f"bob,{CH},0,11,0,7,0,4,0,unreadable_notebook,broken"
     scores = {s.student: s for s in read_scores(config)}
     assert (scores["alice"].auto_score, scores["bob"].auto_score) == (7, 0)
-    table = summary_table(rows)
+    table = summary_table(rows, list(scores.values()))
     assert "unreadable_notebook" in table and "2 submission(s) graded, 1 flagged" in table
+    assert re.search(rf"^alice +{CH} +7/7 +4 pending +7/11 ", table, re.M), table
     assert (course_dir / "autograded" / "bob" / CH / f"{CH}.ipynb").is_file()
 
 
@@ -267,6 +271,7 @@ def test_export_to_stdout_and_file(course, capsys, tmp_path):
     where = ["--root", str(course["root"]), "--course-dir", str(course["course_dir"])]
     assert main(["export", "--output", "-", *where]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("student,chapter,score,max_score,flags,reasons\n")
+    assert text.startswith("student,chapter,score,max_score,auto_score,auto_max,manual_score,"
+                           "manual_max,manual_pending,flags,reasons\n")
     assert main(["export", "--output", str(tmp_path / "g.csv"), *where]) == 0
     assert (tmp_path / "g.csv").read_text() == text

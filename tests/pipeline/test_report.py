@@ -1,0 +1,115 @@
+"""The summary table and the grades CSV: one definition of a score, auto-graded and
+hand-graded parts apart, long reasons cut for the CSV, names in the gradebook."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import shutil
+import warnings
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from autograder.course import COURSE_ID, ROOT, Course, course_config
+from autograder.flags import Flag, read_flags
+from autograder.pipeline.grade import Outcome, Summary, _store, placeholder
+from autograder.pipeline.gradebook import read_scores
+from autograder.pipeline.release import generate
+from autograder.pipeline.report import MAX_REASON_CHARS, export_csv, summary_table
+
+CH = "ch02_attention"
+HUGE = 628_896  # the length of a reason once seen in the wild
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory) -> dict:
+    """Two learners stored in a fresh gradebook: alice (full marks, a huge flag reason) and
+    bob (unreadable); no kernel runs here."""
+    root = tmp_path_factory.mktemp("report")
+    shutil.copytree(ROOT / "solutions" / CH, root / "solutions" / CH)
+    course_dir = root / "course"
+    generate([CH], root=root, course_dir=course_dir)
+    course = Course.of(root, course_dir)
+    release = nbformat.read(root / "notebooks" / CH / f"{CH}.ipynb", as_version=4)
+    full = nbformat.read(root / "solutions" / CH / f"{CH}.ipynb", as_version=4)
+    long_reason = "the kernel printed " + "x" * HUGE
+    outcomes = [Outcome("alice", CH, nbformat.writes(full),
+                        [Flag("cell_error", "c1", long_reason), Flag("cell_added", "c2", "kept")]),
+                Outcome("bob", CH, nbformat.writes(placeholder(release, "broken")),
+                        [Flag("unreadable_notebook", None, "broken")])]
+    for outcome in outcomes:
+        (course_dir / "submitted" / outcome.student / CH).mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rows = [_store(o, course.config(), course) for o in outcomes]
+    return {"root": root, "course_dir": course_dir, "course": course, "rows": rows,
+            "long_reason": long_reason, "warnings": caught}
+
+
+def csv_rows(text: str) -> dict[str, dict[str, str]]:
+    return {r["student"]: r for r in csv.DictReader(io.StringIO(text))}
+
+
+def test_storing_grades_prints_no_sqlalchemy_warnings(stored):
+    assert not [w for w in stored["warnings"] if "SAWarning" in type(w.message).__name__]
+
+
+def test_long_reasons_are_cut_in_the_csv_and_whole_in_the_flag_file(stored):
+    text = export_csv(root=stored["root"], course_dir=stored["course_dir"])
+    assert csv.field_size_limit() == 131_072  # Python's default, which the file must respect
+    alice = csv_rows(text)["alice"]  # the default reader reads it
+    assert len(alice["reasons"]) < 1_000
+    first, second = alice["reasons"].split(" | ")
+    assert first.startswith("the kernel printed xxx") and len(first) > MAX_REASON_CHARS
+    assert "the whole text is in flags/alice/ch02_attention.json" in first
+    assert second == "kept" and alice["flags"] == "cell_error;cell_added"
+    kept = read_flags(stored["course_dir"], "alice", CH)
+    assert kept[0].reason == stored["long_reason"]
+
+
+def test_table_and_csv_agree_and_show_hand_grading_apart(stored):
+    course, root, course_dir = stored["course"], stored["root"], stored["course_dir"]
+    text = export_csv(root=root, course_dir=course_dir)
+    row = csv_rows(text)["alice"]
+    assert (row["score"], row["max_score"], row["auto_score"], row["auto_max"],
+            row["manual_score"], row["manual_max"], row["manual_pending"]) == (
+        "7", "11", "7", "7", "0", "4", "4")
+    table = summary_table(stored["rows"], read_scores(course.config()))
+    assert re.search(rf"^alice +{CH} +7/7 +4 pending +7/11 ", table, re.M), table
+
+    # A human grades one written answer (2 of 4 points): both outputs follow, alike.
+    with Gradebook(course.config().CourseDirectory.db_url, COURSE_ID) as gradebook:
+        submission = gradebook.find_submission_notebook(CH, CH, "alice")
+        written = next(g for g in submission.grades if g.cell.cell_type == "markdown")
+        written.manual_score = 1.5
+        written.needs_manual_grade = False
+        gradebook.db.commit()
+    row = csv_rows(export_csv(root=root, course_dir=course_dir))["alice"]
+    assert (row["score"], row["manual_score"], row["manual_pending"]) == ("8.5", "1.5", "2")
+    table = summary_table(stored["rows"], read_scores(course.config()))
+    assert re.search(rf"^alice +{CH} +7/7 +2 pending +8.5/11 ", table, re.M), table
+
+
+def test_a_submission_missing_from_the_gradebook_shows_dashes(stored):
+    ghost = Summary("zed", CH, 0.0, 0.0, (Flag("grading_error", None, "storing failed"),), 1.0)
+    table = summary_table([ghost], read_scores(stored["course"].config()))
+    assert table.splitlines()[1].split() == ["zed", CH, "-", "-", "-", "1s", "grading_error"]
+
+
+def test_learners_are_listed_by_id_in_the_gradebook(stored):
+    config = course_config(stored["root"], stored["course_dir"])
+    with Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
+        names = {s.id: (s.last_name, s.first_name) for s in gradebook.students}
+        # A name imported from a roster is never overwritten.
+        gradebook.update_or_create_student("bob", last_name="Builder", first_name="Bob")
+    assert names == {"alice": ("alice", ""), "bob": ("bob", "")}
+    course = stored["course"]
+    release = nbformat.read(stored["root"] / "notebooks" / CH / f"{CH}.ipynb", as_version=4)
+    _store(Outcome("bob", CH, nbformat.writes(placeholder(release, "broken")), []),
+           course.config(), course)
+    with Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
+        bob = gradebook.find_student("bob")
+        assert (bob.last_name, bob.first_name) == ("Builder", "Bob")
