@@ -18,12 +18,15 @@ self-check needs only the text rules.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
+# nbformat 4.5's rule for a cell id.
+_CELL_ID = re.compile(r"[a-zA-Z0-9-_]{1,64}")
 EXERCISE_CALL = re.compile(r"""\bcheck\(\s*["'](?P<id>ch\d\d\.\w+)["']""")
 BEGIN_HIDDEN, END_HIDDEN = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
 
@@ -125,3 +128,33 @@ def strip_hidden_tests(source: str) -> str:
         elif not hiding:
             kept.append(line)
     return "\n".join(kept)
+
+
+def stable_cell_ids(data: dict[str, Any]) -> dict[str, Any]:
+    """Give every cell of a notebook's JSON (format 4) a valid, unique id, derived from its
+    position and content, before nbformat reads it (in place; returns ``data``).
+
+    nbformat repairs a missing or repeated id with a random one, and gives every cell a random
+    id when it upgrades a notebook older than format 4.5; such ids would reach the grader's
+    flags and make two runs on the same file differ. Ids that are valid and unique are kept;
+    the format is raised to 4.5 so that nbformat has nothing left to invent. Other JSON (no
+    format 4, no list of cells) is returned unchanged, for nbformat to judge.
+    """
+    cells = data.get("cells")
+    if data.get("nbformat") != 4 or not isinstance(cells, list):
+        return data
+    seen: set[str] = set()
+    for index, cell in enumerate(cells):
+        if not isinstance(cell, dict):
+            continue
+        cell_id = cell.get("id")
+        if not (isinstance(cell_id, str) and _CELL_ID.fullmatch(cell_id)) or cell_id in seen:
+            text = f"{index}\0{cell.get('cell_type')}\0{cell_source(cell)}"
+            digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+            cell_id = next(f"cell-{digest[:8 + extra]}" for extra in range(57)
+                           if f"cell-{digest[:8 + extra]}" not in seen)
+            cell["id"] = cell_id
+        seen.add(cell_id)
+    if not isinstance(data.get("nbformat_minor"), int) or data["nbformat_minor"] < 5:
+        data["nbformat_minor"] = 5
+    return data
