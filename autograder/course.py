@@ -188,6 +188,23 @@ def course_config(
     c.Execute.execute_retries = 0
     c.KernelManager.shutdown_wait_time = KERNEL_SHUTDOWN_WAIT
 
+    # Plain nbgrader commands and the formgrader's buttons take the course's path
+    # (autograder/pipeline/plain_nbgrader.py): sandboxed and verified grading with flags,
+    # feedback without hidden tests, the CSV with flags, the course's collect, and kernels
+    # that never see the grader's secret.
+    hooks = "autograder.pipeline.plain_nbgrader"
+    c.Autograde.exporter_class = f"{hooks}.SandboxedAutograde"
+    c.Autograde.sanitize_preprocessors = []
+    c.Autograde.autograde_preprocessors = []
+    # Graded again later by the course's own command, which rewrites these files.
+    c.Autograde.permissions = 644
+    c.GenerateFeedback.preprocessors = ["nbgrader.preprocessors.GetGrades",
+                                        f"{hooks}.LearnersView",
+                                        "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
+    c.ExportApp.plugin_class = f"{hooks}.GradesExport"
+    c.ExchangeFactory.collect = f"{hooks}.CourseCollect"
+    c.Execute.kernel_manager_class = f"{hooks}.KernelWithoutSecret"
+
     # Releases carry no outputs, execution counts or leftover cell metadata.
     c.ClearOutput.remove_metadata_fields = ["collapsed", "scrolled", "execution", "ExecuteTime"]
     return c
