@@ -5,7 +5,8 @@ with, or refuses them with a flag that says what is wrong and how large it is. N
 file can make the grader itself fail, and whatever honest work can be read is graded:
 
 * size and nesting are bounded before the JSON is parsed (Python's JSON parser recurses): a
-  file over :data:`MAX_NOTEBOOK_BYTES` is refused with its size (``notebook_too_large``), JSON
+  file over collect's :data:`~autograder.pipeline.collect.MAX_NOTEBOOK_BYTES` (a notebook put
+  into the course folder by other means) is refused with its size (``notebook_too_large``), JSON
   nested deeper than :data:`MAX_JSON_DEPTH` with its depth (``notebook_too_deep``);
 * what can be repaired is repaired, flagged and graded: bytes that are not UTF-8 and lone
   surrogates become U+FFFD (``invalid_unicode``); a notebook of format 1 to 3 is upgraded to
@@ -35,9 +36,8 @@ from nbformat.validator import isvalid, normalize
 
 from autograder.flags import Flag
 from autograder.notebook import stable_cell_ids
+from autograder.pipeline.collect import MAX_NOTEBOOK_BYTES
 
-# Largest notebook graded; a learner's executed notebook with plots is a few MB.
-MAX_NOTEBOOK_BYTES = 50 * 2**20
 # Deepest JSON nesting read; Jupyter's notebooks nest about ten levels (widget state a few more).
 MAX_JSON_DEPTH = 100
 # The format nbformat writes today, which every notebook is read as.

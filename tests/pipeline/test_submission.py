@@ -13,12 +13,8 @@ import pytest
 
 from autograder.course import ROOT
 from autograder.notebook import grade_id
-from autograder.pipeline.submission import (
-    MAX_JSON_DEPTH,
-    MAX_NOTEBOOK_BYTES,
-    json_depth,
-    read_submission,
-)
+from autograder.pipeline.collect import MAX_NOTEBOOK_BYTES
+from autograder.pipeline.submission import MAX_JSON_DEPTH, json_depth, read_submission
 
 CH = "ch02_attention"
 RELEASE = ROOT / "notebooks" / CH / f"{CH}.ipynb"
