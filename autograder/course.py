@@ -190,8 +190,8 @@ def course_config(
 
     # Plain nbgrader commands and the formgrader's buttons take the course's path
     # (autograder/pipeline/plain_nbgrader.py): sandboxed and verified grading with flags,
-    # feedback without hidden tests, the CSV with flags, the course's collect, and kernels
-    # that never see the grader's secret.
+    # feedback without hidden tests, the CSV with flags, the course's collect (zip_collect,
+    # which would bypass it, stops), and kernels that never see the grader's secret.
     hooks = "autograder.pipeline.plain_nbgrader"
     c.Autograde.exporter_class = f"{hooks}.SandboxedAutograde"
     c.Autograde.sanitize_preprocessors = []
@@ -203,6 +203,7 @@ def course_config(
                                         "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
     c.ExportApp.plugin_class = f"{hooks}.GradesExport"
     c.ExchangeFactory.collect = f"{hooks}.CourseCollect"
+    c.ZipCollectApp.extractor_plugin = f"{hooks}.ZipCollectRefused"
     c.Execute.kernel_manager_class = f"{hooks}.KernelWithoutSecret"
 
     # Releases carry no outputs, execution counts or leftover cell metadata.

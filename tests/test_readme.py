@@ -163,6 +163,8 @@ COVERAGE: dict[str, tuple[str, ...]] = {
         PLAIN + "test_plain_generate_feedback_never_shows_hidden_tests", FORMGRADER),
     r"^nbgrader export$": (PLAIN + "test_plain_export_writes_the_course_csv_with_flags",),
     r"^nbgrader collect$": (FORMGRADER,),
+    r"^nbgrader zip_collect$": (
+        PLAIN + "test_plain_zip_collect_stops_and_names_the_courses_collect",),
     r"^export AUTOGRADER_SECRET=": (
         "tests/exercises/test_checks.py::test_hidden_inputs_follow_the_secret",
         "tests/pipeline/test_grade.py::test_kernel_secret_is_stable_and_not_the_grader_secret",

@@ -19,6 +19,8 @@ so that there is one way to grade, whichever command or button starts it:
                                               with flags (``python -m autograder export``)
 ``nbgrader collect``, formgrader Collect      :class:`CourseCollect`: the course's collect,
                                               which judges every submission on its own
+``nbgrader zip_collect``                      :class:`ZipCollectRefused`: stops, and names
+                                              ``python -m autograder collect``
 kernels nbgrader still starts (``validate``)  :class:`KernelWithoutSecret`: no
                                               ``AUTOGRADER_SECRET`` in their environment
 ============================================  ===========================================
@@ -37,7 +39,7 @@ from jupyter_client.ioloop import AsyncIOLoopKernelManager
 from jupyter_client.manager import AsyncKernelManager
 from nbconvert.exporters import NotebookExporter
 from nbgrader.exchange.default import ExchangeCollect
-from nbgrader.plugins import ExportPlugin
+from nbgrader.plugins import ExportPlugin, ExtractorPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from autograder.course import Course
@@ -136,6 +138,17 @@ class CourseCollect(ExchangeCollect):
         for line in report.lines():
             log = self.log.warning if line.startswith(("REFUSED", "FLAG")) else self.log.info
             log("%s", line)
+
+
+class ZipCollectRefused(ExtractorPlugin):
+    """``ZipCollectApp.extractor_plugin``: ``nbgrader zip_collect`` would copy files into the
+    course without the course's checks, so it stops at once and names the command to use."""
+
+    def extract(self, archive_path: str, extracted_path: str) -> None:
+        self.parent.fail("nbgrader zip_collect is not how this course collects: it would copy "
+                         "the files without judging them. Run `python -m autograder collect "
+                         f"{archive_path}/<export>.zip` from the repository root instead (a "
+                         "folder of learner folders works too)")
 
 
 def without_secret(env: dict[str, str]) -> dict[str, str]:

@@ -23,6 +23,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -95,10 +96,10 @@ def _config_folder(folder: Path, root: Path, course: Path, extra: str = "") -> P
     return folder
 
 
-def _nbgrader(folder: Path, *args: str) -> subprocess.CompletedProcess:
+def _nbgrader(folder: Path, *args: str, status: int = 0) -> subprocess.CompletedProcess:
     result = subprocess.run([NBGRADER, *args], cwd=folder, capture_output=True, text=True,
                             env=dict(os.environ, AUTOGRADER_SECRET=SECRET), timeout=900)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == status, result.stdout + result.stderr
     return result
 
 
@@ -210,6 +211,18 @@ def test_plain_export_writes_the_course_csv_with_flags(graded, tmp_path):
     _nbgrader(folder, "export", "--to", str(tmp_path / "cheat.csv"), "--student", "cheat")
     rows = list(csv.DictReader(io.StringIO((tmp_path / "cheat.csv").read_text())))
     assert [r["student"] for r in rows] == ["cheat"]
+
+
+def test_plain_zip_collect_stops_and_names_the_courses_collect(graded, tmp_path):
+    folder, plain = graded["folder"], graded["plain"]
+    archive = graded["root"] / "downloaded" / CH / "archive"  # nbgrader's place for LMS zips
+    archive.mkdir(parents=True)
+    with zipfile.ZipFile(archive / "export.zip", "w") as zf:
+        zf.writestr(f"zoe_{CH}.ipynb", graded["notebooks"]["honest"])
+    before = _files(plain / "submitted")
+    result = _nbgrader(folder, "zip_collect", CH, status=1)
+    assert "python -m autograder collect" in result.stdout + result.stderr
+    assert _files(plain / "submitted") == before
 
 
 # ------------------------------------------------------------------ the formgrader
