@@ -26,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import json
+import linecache
 import os
 import resource
 import shutil
@@ -352,7 +353,11 @@ def _run_cells(spec: dict[str, Any], namespace: dict[str, Any],
         error = None
         try:
             signal.setitimer(signal.ITIMER_REAL, timeout)
-            exec(compile(cell["source"], f"{LEARNER_FILE}{cell['name']}>", "exec"), namespace)
+            filename = f"{LEARNER_FILE}{cell['name']}>"
+            # Error messages quote the learner's failing line: keep the cell's text at hand.
+            linecache.cache[filename] = (len(cell["source"]), None,
+                                         cell["source"].splitlines(True), filename)
+            exec(compile(cell["source"], filename, "exec"), namespace)
         except BaseException as exc:  # noqa: BLE001 - learner code may raise anything
             error = serve.error_reply(exc)
         finally:
