@@ -203,7 +203,7 @@ def course_config(
     c.ExportApp.plugin_class = f"{hooks}.GradesExport"
     c.ExchangeFactory.collect = f"{hooks}.CourseCollect"
     c.ZipCollectApp.extractor_plugin = f"{hooks}.ZipCollectRefused"
-    c.Execute.kernel_manager_class = f"{hooks}.KernelWithoutSecret"
+    c.Execute.kernel_manager_class = "autograder.kernels.KernelWithoutSecret"
 
     # Releases carry no outputs, execution counts or leftover cell metadata.
     c.ClearOutput.remove_metadata_fields = ["collapsed", "scrolled", "execution", "ExecuteTime"]

@@ -21,29 +21,26 @@ so that there is one way to grade, whichever command or button starts it:
                                               which judges every submission on its own
 ``nbgrader zip_collect``                      :class:`ZipCollectRefused`: stops, and names
                                               ``python -m autograder collect``
-kernels nbgrader still starts (``validate``)  :class:`KernelWithoutSecret`: no
-                                              ``AUTOGRADER_SECRET`` in their environment
 ============================================  ===========================================
+
+Every kernel nbgrader still starts (``nbgrader validate``, the Validate button) comes from
+:class:`autograder.kernels.KernelWithoutSecret`: none sees the grader's ``AUTOGRADER_SECRET``.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from jupyter_client.ioloop import AsyncIOLoopKernelManager
-from jupyter_client.manager import AsyncKernelManager
 from nbconvert.exporters import NotebookExporter
 from nbgrader.exchange.default import ExchangeCollect
 from nbgrader.plugins import ExportPlugin, ExtractorPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from autograder.course import Course
-from autograder.exercises.checking import SECRET_ENV
 
 
 def course_of(coursedir: Any) -> Course:
@@ -149,25 +146,3 @@ class ZipCollectRefused(ExtractorPlugin):
                          "the files without judging them. Run `python -m autograder collect "
                          f"{archive_path}/<export>.zip` from the repository root instead (a "
                          "folder of learner folders works too)")
-
-
-def without_secret(env: dict[str, str]) -> dict[str, str]:
-    """``env`` without the grader's secret."""
-    return {key: value for key, value in env.items() if key != SECRET_ENV}
-
-
-class _NoSecret:
-    """Starts kernels with the environment they would get, less the grader's secret."""
-
-    async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
-        kw["env"] = without_secret(kw.get("env", os.environ))
-        return await super()._async_pre_start_kernel(**kw)  # type: ignore[misc]
-
-
-class KernelWithoutSecret(_NoSecret, AsyncKernelManager):
-    """nbclient's kernel manager (``Execute.kernel_manager_class``), without the secret."""
-
-
-class ServerKernelWithoutSecret(_NoSecret, AsyncIOLoopKernelManager):
-    """Jupyter Server's kernel manager (``MappingKernelManager.kernel_manager_class``),
-    without the secret: the instructor's own kernels never see it either."""

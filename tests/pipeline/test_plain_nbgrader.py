@@ -29,14 +29,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from jupyter_client.manager import AsyncKernelManager
-from nbclient import NotebookClient
 
 from autograder.cli import main
 from autograder.course import ROOT, course_config
 from autograder.flags import read_flags
 from autograder.pipeline.gradebook import read_scores
-from autograder.pipeline.plain_nbgrader import KernelWithoutSecret, ServerKernelWithoutSecret
 from autograder.pipeline.release import generate
 
 CH = "ch02_attention"
@@ -163,21 +160,6 @@ def test_no_kernel_saw_the_graders_secret(graded):
     assert "secret: " in text  # the cheat's print ran ...
     assert SECRET not in text  # ... and showed only the kernel's own, derived secret
     assert "secret: None" not in text
-
-
-@pytest.mark.parametrize("manager", [KernelWithoutSecret, ServerKernelWithoutSecret])
-def test_kernel_managers_leave_the_secret_out(manager, monkeypatch):
-    monkeypatch.setenv("AUTOGRADER_SECRET", SECRET)
-
-    def secret_seen(cls: type) -> str:
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-            "import os\nprint(os.environ.get('AUTOGRADER_SECRET'))")])
-        NotebookClient(nb, kernel_manager_class=cls, timeout=60).execute()
-        return nb.cells[0].outputs[0]["text"].strip()
-
-    assert secret_seen(AsyncKernelManager) == SECRET  # what a plain kernel would see
-    assert secret_seen(manager) == "None"
-    assert course_config().Execute.kernel_manager_class.endswith(KernelWithoutSecret.__name__)
 
 
 def test_plain_generate_feedback_never_shows_hidden_tests(graded):

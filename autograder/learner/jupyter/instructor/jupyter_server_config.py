@@ -10,5 +10,4 @@ c.ServerApp.jpserver_extensions.update({
 
 # The instructor's own kernels (a learner's notebook opened to look at it, say) never see the
 # grader's secret, AUTOGRADER_SECRET, which this server's environment may hold.
-c.MappingKernelManager.kernel_manager_class = (
-    "autograder.pipeline.plain_nbgrader.ServerKernelWithoutSecret")
+c.MappingKernelManager.kernel_manager_class = "autograder.kernels.ServerKernelWithoutSecret"
