@@ -116,26 +116,6 @@ def strip_for_learners(nb: NotebookNode) -> None:
                     output.traceback = [f"{output.ename}: {output.evalue}"]
 
 
-def join_streams(nb: NotebookNode) -> None:
-    """Join consecutive stream outputs of the same name (in place).
-
-    How a cell's printing reaches the notebook, in one stream output or several, depends on
-    timing; joined, grading the same submission again gives the same notebook.
-    """
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        outputs: list[NotebookNode] = []
-        for output in cell.outputs:
-            last = outputs[-1] if outputs else None
-            if (output.output_type == "stream" and last is not None
-                    and last.output_type == "stream" and last.name == output.name):
-                last.text += output.text
-            else:
-                outputs.append(output)
-        cell.outputs = outputs
-
-
 def with_hidden_tests(nb: NotebookNode, source_nb: NotebookNode) -> None:
     """Give the graded test cells of ``nb`` the source's text, hidden tests included (in place).
 
@@ -231,6 +211,8 @@ def _execution_flags(result: ExecutionResult, graded: set[str]) -> list[Flag]:
 
 def grade_submission(task: Task) -> Outcome:
     """Grade one submission (the worker's job); never raises because of the submission."""
+    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+
     from autograder.pipeline.restore import restore_test_cells
     from autograder.pipeline.verify import kernel_course_folder, verify_exercises
     from autograder.sandbox.launcher import execute_notebook
@@ -268,8 +250,9 @@ def grade_submission(task: Task) -> Outcome:
         result = execute_notebook(restored, files, learner,
                                   secret=kernel_secret(task.student, chapter),
                                   course=kernel_course_folder())
-        executed = result.notebook
-        join_streams(executed)
+        # How a cell's prints reach the notebook, as one stream output or several, depends on
+        # timing: merged, grading the same submission again gives the same notebook.
+        executed, _ = CoalesceStreamsPreprocessor().preprocess(result.notebook, {})
         flags += _execution_flags(result, set(ids))
         passed = _kernel_passes(executed, result)
         # Verification confirms the kernel's passes; with none there is nothing to confirm (and

@@ -22,7 +22,6 @@ from autograder.pipeline.grade import (
     _wrong_chapter,
     drop_unknown_grade_ids,
     grade_safely,
-    join_streams,
     kernel_secret,
     placeholder,
     strip_for_learners,
@@ -114,21 +113,6 @@ def test_unknown_and_repeated_grade_ids_lose_their_metadata():
     assert "nbgrader" in solution.metadata  # the first one keeps its metadata
     assert "nbgrader" not in copy.metadata and "nbgrader" not in renamed.metadata
     assert drop_unknown_grade_ids(release, release) == []
-
-
-def test_consecutive_streams_are_joined_in_order():
-    out = nbformat.v4.new_output
-    cell = nbformat.v4.new_code_cell("print")
-    cell.outputs = [out("stream", name="stdout", text="a\n"), out("stream", name="stdout",
-                    text="b\n"), out("stream", name="stderr", text="warn\n"),
-                    out("display_data", data={"text/plain": "x"}),
-                    out("stream", name="stdout", text="c\n")]
-    nb = nbformat.v4.new_notebook(cells=[cell, nbformat.v4.new_markdown_cell("text")])
-    join_streams(nb)
-    assert [(o.output_type, o.get("name"), o.get("text")) for o in cell.outputs] == [
-        ("stream", "stdout", "a\nb\n"), ("stream", "stderr", "warn\n"),
-        ("display_data", None, None), ("stream", "stdout", "c\n")]
-    nbformat.validate(nb)
 
 
 def test_kernel_secret_is_stable_and_not_the_grader_secret(monkeypatch):
