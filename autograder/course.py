@@ -189,6 +189,23 @@ def course_config(
 
     # Feedback pages show learners' HTML: they are sanitised (autograder/pipeline/feedback.py).
     c.GenerateFeedback.exporter_class = "autograder.pipeline.feedback.FeedbackExporter"
+    # Plain nbgrader commands and the formgrader's buttons take the course's path
+    # (autograder/pipeline/plain_nbgrader.py): sandboxed and verified grading with flags,
+    # feedback without hidden tests, the CSV with flags, the course's collect (zip_collect,
+    # which would bypass it, stops), and kernels that never see the grader's secret.
+    hooks = "autograder.pipeline.plain_nbgrader"
+    c.Autograde.exporter_class = f"{hooks}.SandboxedAutograde"
+    c.Autograde.sanitize_preprocessors = []
+    c.Autograde.autograde_preprocessors = []
+    # Graded again later by the course's own command, which rewrites these files.
+    c.Autograde.permissions = 644
+    c.GenerateFeedback.preprocessors = ["nbgrader.preprocessors.GetGrades",
+                                        f"{hooks}.LearnersView",
+                                        "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
+    c.ExportApp.plugin_class = f"{hooks}.GradesExport"
+    c.ExchangeFactory.collect = f"{hooks}.CourseCollect"
+    c.ZipCollectApp.extractor_plugin = f"{hooks}.ZipCollectRefused"
+    c.Execute.kernel_manager_class = "autograder.kernels.KernelWithoutSecret"
 
     # Releases carry no outputs, execution counts or leftover cell metadata.
     c.ClearOutput.remove_metadata_fields = ["collapsed", "scrolled", "execution", "ExecuteTime"]

@@ -4,10 +4,12 @@
     nbgrader generate_assignment ch01_positional_encoding --force   # solutions/ -> notebooks/
     nbgrader autograde ch01_positional_encoding       # course/submitted/ -> course/autograded/
     nbgrader generate_feedback ch01_positional_encoding              # -> course/feedback/
-    nbgrader export                                                  # -> grades.csv
+    nbgrader export                                   # -> course/grades.csv, with flags
 
 The settings live in autograder/course.py (course_config), which the release command and the
-tests use too, so that there is one place to change them.
+tests use too, so that there is one place to change them. They route autograde, feedback,
+export and collect through the course's own steps (autograder/pipeline/plain_nbgrader.py), so
+that these commands grade, and write, exactly what `python -m autograder` does.
 """
 
 import importlib.util

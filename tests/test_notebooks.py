@@ -1,8 +1,9 @@
 """Chapter notebooks: solutions run and score full, stubs score 0, the release is current.
 
 Every test is parametrised over the chapters that have a source notebook in ``solutions/``, so
-new chapters are covered as soon as they exist. Grading runs nbgrader itself in a temporary
-course (its own root, submissions and gradebook); the real ``autograder/course`` is never used.
+new chapters are covered as soon as they exist. Grading runs nbgrader's own ``Autograde``, which
+the course's configuration routes through its sandboxed, verified grading, in a temporary course
+(its own root, submissions and gradebook); the real ``autograder/course`` is never used.
 """
 
 from __future__ import annotations

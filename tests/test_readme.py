@@ -117,6 +117,8 @@ LEARNER_MODE = BROWSER + "test_learner_mode_shows_the_chapters_and_the_learner_t
 INSTRUCTOR_MODE = BROWSER + "test_instructor_mode_adds_the_instructor_tools"
 EXCHANGE_MODE = BROWSER + "test_assignment_list_fetches_a_released_chapter"
 PINS = "tests/test_packaging.py::test_environment_yml_matches_pyproject"
+PLAIN = "tests/pipeline/test_plain_nbgrader.py::"
+FORMGRADER = PLAIN + "test_formgrader_buttons_take_the_course_path"
 # The class server end to end: roster, make hub's command, release, collect, autograde and
 # feedback through the exchange, as root with the class's course folder.
 HUB = "tests/test_hub.py::test_a_class_fetches_submits_and_gets_its_own_feedback"
@@ -166,6 +168,16 @@ COVERAGE: dict[str, tuple[str, ...]] = {
         HERE + "test_plain_nbgrader_runs_from_the_autograder_folder",
     ),
     r"^nbgrader \.\.\.$": (HERE + "test_plain_nbgrader_runs_from_the_autograder_folder",),
+    # Plain nbgrader takes the course's path: the commands, and the formgrader's buttons (its
+    # HTTP API, which runs the same converters and exchange classes).
+    r"^nbgrader autograde$": (PLAIN + "test_plain_nbgrader_autograde_is_the_course_grading",
+                              PLAIN + "test_no_kernel_saw_the_graders_secret", FORMGRADER),
+    r"^nbgrader generate_feedback$": (
+        PLAIN + "test_plain_generate_feedback_never_shows_hidden_tests", FORMGRADER),
+    r"^nbgrader export$": (PLAIN + "test_plain_export_writes_the_course_csv_with_flags",),
+    r"^nbgrader collect$": (FORMGRADER,),
+    r"^nbgrader zip_collect$": (
+        PLAIN + "test_plain_zip_collect_stops_and_names_the_courses_collect",),
     r"^export AUTOGRADER_SECRET=": (
         "tests/exercises/test_checks.py::test_hidden_inputs_follow_the_secret",
         "tests/pipeline/test_grade.py::test_kernel_secret_is_stable_and_not_the_grader_secret",

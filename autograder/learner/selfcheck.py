@@ -159,6 +159,8 @@ def run_selfcheck(path: str | Path, *, timeout: int = CELL_TIMEOUT,
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
+    from autograder.kernels import KernelWithoutSecret
+
     path = Path(path).resolve()
     nb = read_notebook(path)
     for cell in nb.cells:
@@ -167,7 +169,7 @@ def run_selfcheck(path: str | Path, *, timeout: int = CELL_TIMEOUT,
     kernel = kernel_name or nb.metadata.get("kernelspec", {}).get("name") or "python3"
     client = NotebookClient(nb, timeout=timeout, interrupt_on_timeout=True, allow_errors=True,
                             kernel_name=kernel, resources={"metadata": {"path": str(path.parent)}},
-                            config=_kernel_config())
+                            kernel_manager_class=KernelWithoutSecret, config=_kernel_config())
     stopped: str | None = None
     try:
         client.execute()

@@ -2,8 +2,9 @@
 
 For each learner (:func:`grade_submission`):
 
-1. read the submitted notebook (broken JSON, an empty notebook or another chapter's notebook
-   end here, with a flag, and score 0);
+1. read the submitted notebook (:func:`~autograder.pipeline.submission.read_submission`:
+   what can be repaired is, with a flag; broken or oversized JSON, an empty notebook or another
+   chapter's notebook end here, with a flag, and score 0);
 2. restore the locked test cells as the release has them
    (:func:`~autograder.pipeline.restore.restore_test_cells`), then
    put the hidden tests of the source notebook back into them;
@@ -49,10 +50,10 @@ from autograder.notebook import (
     grade_id,
     graded_test_cells,
     nbgrader_metadata,
-    stable_cell_ids,
     strip_hidden_tests,
 )
 from autograder.pipeline.collect import SECRET_FILE, TIMESTAMP_FILE
+from autograder.pipeline.submission import read_submission
 from autograder.sandbox.launcher import ExecutionResult, Learner, Limits
 
 
@@ -168,26 +169,6 @@ def drop_unknown_grade_ids(nb: NotebookNode, release_nb: NotebookNode) -> list[F
     return flags
 
 
-def _read_submission(path: Path) -> tuple[NotebookNode | None, str | None]:
-    """The notebook at ``path``, or ``(None, reason)`` when it cannot be read as one."""
-    if not path.is_file():
-        return None, f"no notebook at {path.name} in the submission"
-    raw = path.read_bytes()
-    if not raw.strip():
-        return None, "the notebook file is empty (0 bytes of JSON)"
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, (f"the notebook is not valid JSON ({exc}); it may be truncated or edited "
-                      "outside Jupyter. Ask the learner to save it again from Jupyter")
-    try:
-        nb = nbformat.reads(json.dumps(stable_cell_ids(data)), as_version=4)
-        nbformat.validate(nb)
-    except Exception as exc:  # nbformat raises many kinds for JSON that is not a notebook
-        return None, f"the file is JSON but not a valid notebook ({type(exc).__name__}: {exc})"
-    return nb, None
-
-
 def _wrong_chapter(nb: NotebookNode, source_nb: NotebookNode, chapter: str) -> str | None:
     ours = {grade_id(c) for c in source_nb.cells if nbgrader_metadata(c)}
     theirs = {grade_id(c) for c in nb.cells if nbgrader_metadata(c)} - {None}
@@ -203,10 +184,16 @@ def audit_flags(nb: NotebookNode, release_nb: NotebookNode) -> list[Flag]:
     they change no score."""
     from autograder.pipeline.audit import audit_notebook
 
+    try:
+        findings = audit_notebook(nb, release=release_nb)
+    except Exception as exc:  # the audit of one odd notebook must not stop its grading
+        return [Flag("audit:unreadable", None,
+                     f"the audit could not read this notebook ({type(exc).__name__}: "
+                     f"{str(exc)[:200]}); it was graded, for a human to review")]
     return [Flag(f"audit:{f.code}", f"cell {f.cell}",
                  f"cell {f.cell}, line {f.line}: {f.reason} (found by the audit, for a human "
                  "to review; the score does not depend on it)")
-            for f in audit_notebook(nb, release=release_nb)]
+            for f in findings]
 
 
 def kernel_secret(student: str, chapter: str) -> str:
@@ -243,6 +230,8 @@ def _execution_flags(result: ExecutionResult, graded: set[str]) -> list[Flag]:
 
 def grade_submission(task: Task) -> Outcome:
     """Grade one submission (the worker's job); never raises because of the submission."""
+    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+
     from autograder.pipeline.restore import restore_test_cells
     from autograder.pipeline.verify import kernel_course_folder, verify_exercises
     from autograder.sandbox.launcher import execute_notebook
@@ -258,18 +247,18 @@ def grade_submission(task: Task) -> Outcome:
         return Outcome(task.student, chapter, nbformat.writes(nb), flags,
                        time.monotonic() - started)
 
-    nb, problem = _read_submission(Path(task.submission))
-    code = "unreadable_notebook"
+    reading = read_submission(Path(task.submission))
+    nb, refusal = reading.notebook, reading.refusal
     if nb is not None and not nb.cells:
-        problem, code = "the notebook has no cells", "empty_notebook"
-    if nb is not None and problem is None:
-        problem = _wrong_chapter(nb, source_nb, chapter)
-        code = "wrong_chapter"
-    if problem is not None:
-        return done(placeholder(release_nb, problem), [Flag(code, None, problem)])
+        refusal = Flag("empty_notebook", None, "the notebook has no cells")
+    if nb is not None and refusal is None:
+        wrong = _wrong_chapter(nb, source_nb, chapter)
+        refusal = Flag("wrong_chapter", None, wrong) if wrong else None
+    if refusal is not None:
+        return done(placeholder(release_nb, refusal.reason), [*reading.flags, refusal])
 
     restored, flags = restore_test_cells(nb, release_nb)
-    flags = list(flags) + audit_flags(nb, release_nb)
+    flags = [*reading.flags, *flags, *audit_flags(nb, release_nb)]
     with_hidden_tests(restored, source_nb)
     ids = exercise_ids(source_nb)
     # One budget (deadline, memory, processes) for everything this learner's code runs.
@@ -280,12 +269,15 @@ def grade_submission(task: Task) -> Outcome:
         result = execute_notebook(restored, files, learner,
                                   secret=kernel_secret(task.student, chapter),
                                   course=kernel_course_folder())
-        executed = result.notebook
+        # How a cell's prints reach the notebook, as one stream output or several, depends on
+        # timing: merged, grading the same submission again gives the same notebook.
+        executed, _ = CoalesceStreamsPreprocessor().preprocess(result.notebook, {})
         flags += _execution_flags(result, set(ids))
         passed = _kernel_passes(executed, result)
         # Verification confirms the kernel's passes; with none there is nothing to confirm (and
         # a notebook that hangs would only hang again).
-        verified = verify_exercises(chapter, nb, learner, source_nb=source_nb,
+        # The restored notebook: its cells have the release's nbgrader roles.
+        verified = verify_exercises(chapter, restored, learner, source_nb=source_nb,
                                     files=files) if passed else {}
         flags += _budget_flags(learner, result)
     for check in verified.values():

@@ -4,6 +4,11 @@
 source notebook has them, at its place, and names every change as a flag; cells the learner
 added are kept. The grader then puts the hidden tests into the restored test cells
 (:func:`autograder.pipeline.grade.with_hidden_tests`).
+
+Points come from the release only: every other cell keeps the learner's text but gets the
+release's nbgrader metadata and cell type back (a solution cell that claims points, or a
+written answer turned into a 50-point test, is graded as released), and cells the learner
+added lose theirs.
 """
 
 from __future__ import annotations
@@ -18,6 +23,10 @@ from autograder.notebook import grade_id, is_locked, nbgrader_metadata
 
 def _key(cell: NotebookNode) -> str:
     return grade_id(cell) or cell.get("id") or ""
+
+
+def _content(cell: NotebookNode) -> tuple[str, str]:
+    return cell.cell_type, cell.get("source", "")
 
 
 def restore_test_cells(
@@ -39,6 +48,9 @@ def restore_test_cells(
     source_keys = {_key(c) for c in source_nb.cells}
     by_grade_id = {g: i for i, c in enumerate(submitted) if (g := grade_id(c))}
     by_cell_id = {c.get("id"): i for i, c in enumerate(submitted) if c.get("id")}
+    by_content: dict[tuple[str, str], list[int]] = {}
+    for i, c in enumerate(submitted):
+        by_content.setdefault(_content(c), []).append(i)
     used: set[int] = set()
     placed: list[tuple[NotebookNode, int | None]] = []   # (cell, index in the submission)
     for cell in source_nb.cells:
@@ -50,9 +62,15 @@ def restore_test_cells(
             if index is not None and (index in used or grade_id(submitted[index])
                                       in source_keys - {cell_grade_id}):
                 index = None
+        if index is None:  # a notebook without the release's cell ids (an nbformat 3 one)
+            index = next((i for i in by_content.get(_content(cell), []) if i not in used
+                          and grade_id(submitted[i]) not in source_keys - {cell_grade_id}),
+                         None)
         if index is not None:
             used.add(index)
         if not is_locked(cell):
+            if index is not None:
+                flags += _as_released(cell, submitted[index], key)
             placed.append((submitted[index], index) if index is not None else (None, None))
             continue
         restored = copy.deepcopy(cell)
@@ -90,6 +108,61 @@ def _compare_locked(source: NotebookNode, got: NotebookNode, key: str) -> list[F
         flags.append(Flag("test_cell_edited" if meta.get("grade") else "locked_cell_edited",
                           key, f"the text of locked cell {key!r} was edited; restored"))
     return flags
+
+
+def _as_released(source: NotebookNode, got: NotebookNode, key: str) -> list[Flag]:
+    """Give an unlocked cell the release's nbgrader metadata and cell type, keeping the
+    learner's text (in place); a flag when either differed."""
+    meta, got_meta = nbgrader_metadata(source), nbgrader_metadata(got)
+    changes = []
+    if got.cell_type != source.cell_type:
+        changes.append(f"turned from a {source.cell_type} cell into a {got.cell_type} cell")
+        set_cell_type(got, source.cell_type)
+    if got_meta != meta:
+        changes.append(_metadata_change(got_meta, meta))
+        if meta:
+            got.metadata["nbgrader"] = copy.deepcopy(source.metadata["nbgrader"])
+        else:
+            got.metadata.pop("nbgrader", None)
+    if not changes:
+        return []
+    worth = (f"worth {meta.get('points', 0)} point(s)" if meta.get("grade") else
+             "worth no points")
+    return [Flag("cell_repointed", key,
+                 f"cell {key!r} was {' and '.join(changes)}; it is graded as the release has it "
+                 f"({source.cell_type}, {worth}), with the learner's text kept: points come "
+                 "from the release only")]
+
+
+def _metadata_change(got: dict, released: dict) -> str:
+    if not got:
+        return "stripped of its nbgrader metadata"
+    if not released:
+        return f"given nbgrader metadata ({_roles(got)})"
+    return f"given other nbgrader metadata ({_roles(got)} instead of {_roles(released)})"
+
+
+def _roles(meta: dict) -> str:
+    """A cell's nbgrader role in words: ``"graded, 50 point(s)"``."""
+    roles = [role for role in ("solution", "grade", "locked", "task") if meta.get(role)]
+    text = ", ".join(roles) or "no role"
+    if meta.get("grade"):
+        text += f", {meta.get('points', 0)} point(s)"
+    if meta.get("grade_id"):
+        text += f", grade id {meta['grade_id']!r}"
+    return text
+
+
+def set_cell_type(cell: NotebookNode, cell_type: str) -> None:
+    """Turn ``cell`` into a ``cell_type`` cell with the same text (in place): a code cell has
+    outputs and an execution count, the others have neither."""
+    if cell_type == "code":
+        cell.pop("attachments", None)
+        cell["outputs"], cell["execution_count"] = [], None
+    else:
+        cell.pop("outputs", None)
+        cell.pop("execution_count", None)
+    cell.cell_type = cell_type
 
 
 def _order_flags(placed: list[tuple[NotebookNode | None, int | None]]) -> list[Flag]:

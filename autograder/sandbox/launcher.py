@@ -522,7 +522,79 @@ class Job:
         (self.path / "sandbox" / "spec.json").write_text(json.dumps(self.spec))
 
     def close(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+        remove_tree(self.path)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove the folder ``path`` and everything in it, however deep or locked a learner made
+    it (``shutil.rmtree`` recurses, and fails on 3,000 nested folders); never follows a
+    symbolic link, never raises.
+
+    It walks down and back up (``..``) with one folder open at a time, so no path grows long,
+    and stops where a folder is no longer where it was (moved away while it worked).
+    """
+    try:
+        fd = os.open(path, _FOLDER)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # a file or link in its place; nothing when it does not exist
+        return
+    # One entry per open level: (its name in its parent, its identity, sub-folders left).
+    trail = [("", _identity(fd), _remove_files(fd))]
+    try:
+        while trail:
+            pending = trail[-1][2]
+            if pending:
+                name = pending.pop()
+                with contextlib.suppress(OSError, NotImplementedError):
+                    os.chmod(name, 0o700, dir_fd=fd, follow_symlinks=False)  # no access left
+                try:
+                    inner = os.open(name, _FOLDER, dir_fd=fd)
+                except OSError:
+                    continue
+                os.close(fd)
+                fd = inner
+                trail.append((name, _identity(fd), _remove_files(fd)))
+                continue
+            name = trail.pop()[0]
+            if not trail:
+                break
+            outer = os.open("..", _FOLDER, dir_fd=fd)
+            os.close(fd)
+            fd = outer
+            if _identity(fd) != trail[-1][1]:
+                return
+            with contextlib.suppress(OSError):
+                os.rmdir(name, dir_fd=fd)
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return info.st_dev, info.st_ino
+
+
+def _remove_files(fd: int) -> list[str]:
+    """Remove everything but sub-folders from the open folder ``fd``; the sub-folders."""
+    folders = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.name)
+                else:
+                    os.unlink(entry.name, dir_fd=fd)
+            except OSError:
+                continue
+    return folders
 
 
 def new_job(learner: Learner, files: str | os.PathLike | None, *, secret: str | None,

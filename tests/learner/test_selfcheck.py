@@ -131,6 +131,15 @@ def test_command_numbers_cells_as_jupyterlab_and_prints_no_kernel_warning(tmp_pa
     assert result.stderr == "", result.stderr
 
 
+def test_the_kernel_never_sees_the_graders_secret(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("AUTOGRADER_SECRET", "the-graders-own-secret")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import os\nraise RuntimeError(repr(os.environ.get('AUTOGRADER_SECRET')))")])
+    path = tmp_path / "peek.ipynb"
+    nbformat.write(nb, path)
+    assert run_selfcheck(path).cell_errors == [(1, "RuntimeError: None")]
+
+
 def test_hidden_regions_are_stripped() -> None:
     source = ('from autograder import check\ncheck("ch02.softmax", softmax)\n'
               '### BEGIN HIDDEN TESTS\ncheck("ch02.softmax", softmax, hidden=True)\n'

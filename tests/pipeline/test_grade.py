@@ -20,7 +20,6 @@ from autograder.pipeline.cluster import versions
 from autograder.pipeline.grade import (
     MAX_SUBMISSION_BYTES,
     Outcome,
-    _read_submission,
     _store,
     _wrong_chapter,
     drop_unknown_grade_ids,
@@ -50,21 +49,6 @@ def course(tmp_path_factory) -> dict:
     shutil.copytree(ROOT / "solutions" / CH, root / "solutions" / CH)
     generate([CH], root=root, course_dir=root / "course")
     return {"root": root, "course_dir": root / "course"}
-
-
-def test_read_submission_explains_what_is_wrong(tmp_path):
-    path = tmp_path / "n.ipynb"
-    for data, expected in [(b"", "empty"), (b'{"cells": [', "not valid JSON"),
-                           (b"\xff\xfe", "not valid JSON"), (b'{"a": 1}', "not a valid notebook"),
-                           (b"[1, 2]", "not a valid notebook")]:
-        path.write_bytes(data)
-        nb, reason = _read_submission(path)
-        assert nb is None and expected in reason, (data, reason)
-    nb, reason = _read_submission(tmp_path / "missing.ipynb")
-    assert nb is None and "no notebook" in reason
-    path.write_bytes(SOURCE.read_bytes())
-    nb, reason = _read_submission(path)
-    assert reason is None and len(nb.cells) > 0
 
 
 def test_wrong_chapter_is_recognised_by_grade_ids():

@@ -4,7 +4,9 @@ what it needs, and bounds each learner as a whole."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 import threading
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from autograder.sandbox.launcher import (
     _python_paths,
     capabilities,
     execute_notebook,
+    remove_tree,
     sandbox_report,
 )
 
@@ -333,3 +336,60 @@ def test_bad_arguments(tmp_path):
         Limits(memory_mb=0)
     with pytest.raises(TypeError, match="Limits"):
         Learner({"memory_mb": 1})
+
+
+# Deeper than Python's recursion limit, and a path far longer than Linux's 4,096 characters.
+DEPTH, FOLDER = 1200, "folder-"
+
+
+def _nest(top: Path) -> None:
+    """:data:`DEPTH` folders inside each other under ``top`` (made without ever naming a long
+    path), a file at the bottom, and the bottom folder closed to everyone."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(DEPTH):
+        os.mkdir(FOLDER, dir_fd=fd)
+        inner = os.open(FOLDER, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    with open(os.open("bottom.txt", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd), "w") as f:
+        f.write("x")
+    os.fchmod(fd, 0)
+    os.close(fd)
+
+
+def test_remove_tree_removes_deeply_nested_folders_and_follows_no_link(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("kept")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    _nest(tree)
+    (tree / "link").symlink_to(outside)
+    (tree / FOLDER / "inner-link").symlink_to(outside / "keep.txt")
+    remove_tree(tree)
+    assert not tree.exists()
+    assert (outside / "keep.txt").read_text() == "kept"
+    remove_tree(tree)  # nothing there: no error
+
+
+# A learner's notebook that leaves deeply nested folders in its working folder, one of them
+# closed to everyone.
+NESTING_CELL = (f"import os\nfor _ in range({DEPTH}):\n    os.mkdir({FOLDER!r})\n"
+                f"    os.chdir({FOLDER!r})\nos.mkdir('closed')\n"
+                "open('closed/bottom.txt', 'w').write('x')\nos.chmod('closed', 0)\n"
+                f"for _ in range({DEPTH}):\n    os.chdir('..')\nprint('nested', os.listdir())")
+
+
+def test_deeply_nested_folders_leave_nothing_behind(tmp_path, monkeypatch):
+    # The sandbox's folders go into a folder of this test (readable by the run's user).
+    folder = Path(tempfile.mkdtemp(prefix="nesting-"))
+    folder.chmod(0o755)
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    try:
+        result = _run([NESTING_CELL, "print('after')"], tmp_path)
+        assert result.ok, result.reason
+        assert f"nested ['{FOLDER}'" in _text(result, 0) and "after" in _text(result, 1)
+        assert list(folder.iterdir()) == []
+    finally:
+        monkeypatch.undo()
+        shutil.rmtree(folder, ignore_errors=True)

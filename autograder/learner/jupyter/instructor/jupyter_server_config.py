@@ -7,3 +7,7 @@ c.ServerApp.jpserver_extensions.update({
     "nbgrader.server_extensions.course_list": True,
     "nbgrader.server_extensions.formgrader": True,
 })
+
+# The instructor's own kernels (a learner's notebook opened to look at it, say) never see the
+# grader's secret, AUTOGRADER_SECRET, which this server's environment may hold.
+c.MappingKernelManager.kernel_manager_class = "autograder.kernels.ServerKernelWithoutSecret"
