@@ -397,13 +397,15 @@ class Hint:
     """A sentence added to a failure message when the learner's output shows a known bug.
 
     Give either ``buggy`` (what the buggy formula returns on the same inputs; the hint fires
-    when the learner's array has its shape and matches it) or ``predicate`` (called with the
-    learner's array; the hint fires when it returns True).
+    when the learner's array has its shape and matches it within ``tolerance``, by default
+    the float32 one) or ``predicate`` (called with the learner's array; the hint fires when it
+    returns True).
     """
 
     message: str
     buggy: Any = None
     predicate: Callable[[np.ndarray], bool] | None = None
+    tolerance: tuple[float, float] = FLOAT32_TOLERANCE
 
     def matches(self, got: Any) -> bool:
         if not isinstance(got, np.ndarray):
@@ -416,7 +418,7 @@ class Hint:
                 return False
             if buggy.dtype == bool or got.dtype == bool:
                 return bool(np.array_equal(got.astype(bool), buggy.astype(bool)))
-            rtol, atol = FLOAT32_TOLERANCE
+            rtol, atol = self.tolerance
             return bool(np.allclose(got, buggy, rtol=rtol, atol=atol, equal_nan=True))
         except Exception:  # a hint must never break the failure message it decorates
             return False

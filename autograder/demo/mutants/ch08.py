@@ -245,6 +245,15 @@ class LayerCrossFromDecoder(_Layer):
         return self._ffn(x)
 
 
+class LayerCrossFromDecoderSrcMask(_Layer):
+    """Cross-attention over the decoder states with the source mask: the shapes clash."""
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        x = self._res(x, lambda y: self.self_attn(y, y, y, tgt_mask), self.norm1)
+        x = self._res(x, lambda y: self.cross_attn(y, y, y, src_mask), self.norm2)
+        return self._ffn(x)
+
+
 class LayerNoSourceMask(_Layer):
     """Cross-attention ignores the source mask: queries attend to padded source tokens."""
 
@@ -298,6 +307,59 @@ class LayerNormsSwapped(_Layer):
         x = self._res(x, lambda y: self.self_attn(y, y, y, tgt_mask), self.norm2)
         x = self._res(x, lambda y: self.cross_attn(y, memory, memory, src_mask), self.norm1)
         return self._ffn(x)
+
+
+def _steps(layer: _Layer, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> list:
+    return [(lambda y: layer.self_attn(y, y, y, tgt_mask), layer.norm1),
+            (lambda y: layer.cross_attn(y, memory, memory, src_mask), layer.norm2),
+            (layer.feed_forward, layer.norm3)]
+
+
+class LayerNoResidualDropout(_Layer):
+    """Never applies its own dropout: the sub-layer outputs are added as they are."""
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        for sublayer, norm in _steps(self, memory, src_mask, tgt_mask):
+            x = x + sublayer(norm(x)) if self.norm_first else norm(x + sublayer(x))
+        return x
+
+
+class LayerDropoutAfterNorm(_Layer):
+    """Post-LN with dropout after the norm instead of on the sub-layer's output."""
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        for sublayer, norm in _steps(self, memory, src_mask, tgt_mask):
+            if self.norm_first:
+                x = x + self.dropout(sublayer(norm(x)))
+            else:
+                x = self.dropout(norm(x + sublayer(x)))
+        return x
+
+
+class LayerAttentionsWithoutDropout(_Layer):
+    """MultiHeadAttention(d_model, h): the attentions keep their default dropout of 0."""
+
+    def __init__(self, d_model, h, d_ff, dropout=0.1, norm_first=False, fast_attention=True):
+        super().__init__(d_model, h, d_ff, dropout, norm_first, fast_attention)
+        self.self_attn = MultiHeadAttention(d_model, h, fast=fast_attention)
+        self.cross_attn = MultiHeadAttention(d_model, h, fast=fast_attention)
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        for sublayer, norm in _steps(self, memory, src_mask, tgt_mask):
+            x = self._res(x, sublayer, norm)
+        return x
+
+
+class LayerFunctionalDropout(_Layer):
+    """Valid: F.dropout on each sub-layer's output with the layer's training flag."""
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        def drop(y: Tensor) -> Tensor:
+            return F.dropout(y, self.dropout.p, self.training)
+
+        for sublayer, norm in _steps(self, memory, src_mask, tgt_mask):
+            x = x + drop(sublayer(norm(x))) if self.norm_first else norm(x + drop(sublayer(x)))
+        return x
 
 
 class LayerExplicit(nn.Module):
@@ -535,7 +597,18 @@ MUTANTS = [
     Mutant(EMBEDDINGS, "F.embedding", EmbeddingsFunctional, True),
     Mutant(EMBEDDINGS, "indexing and a buffer", EmbeddingsIndexing, True),
     Mutant(LAYER, "no causal mask", LayerNoCausalMask, False, "future"),
-    Mutant(LAYER, "cross-attention over the decoder", LayerCrossFromDecoder, False, "memory"),
+    Mutant(LAYER, "cross-attention over the decoder", LayerCrossFromDecoder, False,
+           "keys and values from the encoder output memory"),
+    Mutant(LAYER, "cross-attention over the decoder, source mask", LayerCrossFromDecoderSrcMask,
+           False, "one column per target position", every_secret=True),
+    Mutant(LAYER, "no dropout on the sub-layer outputs", LayerNoResidualDropout, False,
+           "the sub-layer outputs get no dropout", every_secret=True),
+    Mutant(LAYER, "dropout after the norm", LayerDropoutAfterNorm, False,
+           "dropout acts after the layer norm", every_secret=True),
+    Mutant(LAYER, "attentions without dropout", LayerAttentionsWithoutDropout, False,
+           "the dropout layers use p", every_secret=True),
+    Mutant(LAYER, "F.dropout on the sub-layer outputs", LayerFunctionalDropout, True,
+           every_secret=True),
     Mutant(LAYER, "no source mask", LayerNoSourceMask, False, "src_mask"),
     Mutant(LAYER, "always post-LN", LayerAlwaysPostLN, False, "norm_first"),
     Mutant(LAYER, "norm order swapped", LayerNormOrderSwapped, False, "norm_first"),
