@@ -409,7 +409,7 @@ MUTANTS = [
            every_secret=True),
     Mutant(SDPA, "~mask on a 0/1 mask", sdpa_inverted_mask_where, False,
            "np.asarray(mask, dtype=bool)", every_secret=True),
-    Mutant(SDPA, "0/1 mask converted to bool", sdpa_bool_mask, True, every_secret=True),
+    Mutant(SDPA, "0/1 mask converted to bool", sdpa_bool_mask, True),
     Mutant(SDPA, "boolean indexing with the mask", sdpa_boolean_index, False, "np.where"),
     Mutant(SDPA, "returns (weights, out)", sdpa_swapped_outputs, False, "(out, weights)"),
     Mutant(SDPA, "returns out only", sdpa_out_only, False, "expected a tuple"),

@@ -402,11 +402,18 @@ class LayerKeywordCalls(_Layer):
 
 # --- make_model -----------------------------------------------------------------------------
 
+def _require_one_vocabulary(share_embeddings: bool, src_vocab: int, tgt_vocab: int) -> None:
+    if share_embeddings and src_vocab != tgt_vocab:
+        raise ValueError(f"share_embeddings=True needs src_vocab == tgt_vocab, got {src_vocab} "
+                         f"and {tgt_vocab}")
+
+
 def _assemble(
     src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout, norm_first, share_embeddings,
     max_len, fast_attention, embeddings=Embeddings, generator=Generator,
 ) -> EncoderDecoder:
     """An untied, Xavier-initialised model built from the given embedding/generator classes."""
+    _require_one_vocabulary(share_embeddings, src_vocab, tgt_vocab)
     args = (d_model, h, d_ff, dropout, norm_first, fast_attention)
     tgt_embed = embeddings(tgt_vocab, d_model)
     model = EncoderDecoder(
@@ -539,6 +546,7 @@ def model_keyword_assembly(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=
                            dropout=0.1, *, norm_first=False, share_embeddings=False,
                            tie_weights=False, max_len=5000, fast_attention=True):
     """Ties before initialising and names every constructor argument."""
+    _require_one_vocabulary(share_embeddings, src_vocab, tgt_vocab)
     layer = dict(d_model=d_model, h=h, d_ff=d_ff, dropout=dropout, norm_first=norm_first,
                  fast_attention=fast_attention)
     src_embed = Embeddings(vocab=src_vocab, d_model=d_model)
@@ -569,6 +577,24 @@ def model_named_init(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dro
     if tie_weights:
         model.generator.proj.weight = model.tgt_embed.lut.weight
     return model
+
+
+def model_shares_any_vocabulary(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8,
+                                dropout=0.1, *, norm_first=False, share_embeddings=False,
+                                tie_weights=False, max_len=5000, fast_attention=True):
+    """Shares the target table even when the vocabularies differ, without a word."""
+    if share_embeddings and src_vocab != tgt_vocab:
+        src_vocab = tgt_vocab
+    return model_keyword_assembly(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout,
+                                  norm_first=norm_first, share_embeddings=share_embeddings,
+                                  tie_weights=tie_weights, max_len=max_len,
+                                  fast_attention=fast_attention)
+
+
+def model_positional_signature(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8,
+                               dropout=0.1):
+    """The paper's arguments only: no norm_first, sharing, tying or max_len."""
+    return model_keyword_assembly(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout)
 
 
 MUTANTS = [
@@ -607,8 +633,7 @@ MUTANTS = [
            "dropout acts after the layer norm", every_secret=True),
     Mutant(LAYER, "attentions without dropout", LayerAttentionsWithoutDropout, False,
            "the dropout layers use p", every_secret=True),
-    Mutant(LAYER, "F.dropout on the sub-layer outputs", LayerFunctionalDropout, True,
-           every_secret=True),
+    Mutant(LAYER, "F.dropout on the sub-layer outputs", LayerFunctionalDropout, True),
     Mutant(LAYER, "no source mask", LayerNoSourceMask, False, "src_mask"),
     Mutant(LAYER, "always post-LN", LayerAlwaysPostLN, False, "norm_first"),
     Mutant(LAYER, "norm order swapped", LayerNormOrderSwapped, False, "norm_first"),
@@ -625,6 +650,11 @@ MUTANTS = [
     Mutant(MODEL, "default initialisation", model_default_init, False, "Xavier"),
     Mutant(MODEL, "dropout ignored", model_fixed_dropout, False, "dropout"),
     Mutant(MODEL, "norm_first not passed on", model_post_ln_always, False, "norm_first"),
+    Mutant(MODEL, "shared embeddings for two vocabularies", model_shares_any_vocabulary, False,
+           "should raise ValueError (share_embeddings=True needs one vocabulary",
+           every_secret=True),
+    Mutant(MODEL, "signature without the keyword arguments", model_positional_signature, False,
+           "make_model must accept the arguments of make_model(src_vocab", every_secret=True),
     Mutant(MODEL, "keyword assembly, tie before init", model_keyword_assembly, True),
     Mutant(MODEL, "Xavier-normal by name", model_named_init, True),
 ]

@@ -25,11 +25,13 @@ import numpy as np
 
 from autograder.exercises.checking import (
     CheckContext,
+    CheckFailure,
     ErrorHint,
     Hint,
     compare,
     describe,
     error_hints,
+    expect_raises,
     fail,
 )
 from autograder.exercises.layer_variants import (
@@ -42,6 +44,7 @@ from autograder.exercises.layer_variants import (
 )
 from autograder.exercises.registry import register
 from autograder.exercises.torch_checking import (
+    ModulePair,
     build_modules,
     call_torch,
     check_causal,
@@ -51,10 +54,14 @@ from autograder.exercises.torch_checking import (
     expect_dropout_probability,
     expect_random_in_training,
     expect_tensor,
+    expected_signature,
     key_padding_mask,
+    manual_seed,
     padding_lengths,
     random_tensor,
     to_numpy,
+    training_mode,
+    training_output,
 )
 
 if TYPE_CHECKING:
@@ -481,7 +488,13 @@ def _construct_model(ctx: CheckContext, fn: Callable[..., Any], config: dict[str
     seed = int(ctx.rng.integers(0, 2**31))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = call_torch(fn, **config)
+        try:
+            model = call_torch(fn, **config)
+        except CheckFailure as exc:
+            if isinstance(exc.__cause__, TypeError):
+                raise CheckFailure(f"{exc} make_model must accept the arguments of "
+                                   f"{expected_signature(ctx.reference)}.") from exc.__cause__
+            raise
     if not isinstance(model, torch.nn.Module):
         fail(f"{_config_words(config)} returned {describe(model)}; return the model, an "
              f"EncoderDecoder (a torch.nn.Module).")
@@ -496,7 +509,6 @@ def _weight(model: nn.Module, path: str) -> Any:
 
 def _check_structure(model: nn.Module, reference: nn.Module, config: dict[str, Any]) -> None:
     """Final norms, shared and tied tables, dropout probabilities, the parameter count."""
-    import torch
 
     what = _config_words(config)
     for attribute in ("encode", "decode", "generator"):
@@ -527,11 +539,8 @@ def _check_structure(model: nn.Module, reference: nn.Module, config: dict[str, A
              f"model.generator.proj.weight = model.tgt_embed.lut.weight.")
     if not config["tie_weights"] and proj is tgt:
         fail(f"{what}: tie_weights=False, but the generator uses the target embedding table.")
-    probabilities = sorted({m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)})
-    if probabilities != [config["dropout"]]:
-        fail(f"{what}: the model's dropout layers use p = {probabilities}; pass the dropout "
-             f"argument ({config['dropout']}) to every part (Encoder, Decoder, "
-             f"PositionalEncoding).")
+    expect_dropout_probability(model, config["dropout"], what,
+                               "Encoder, Decoder and PositionalEncoding")
     count = sum(p.numel() for p in model.parameters())
     expected = sum(p.numel() for p in reference.parameters())
     if count != expected:
@@ -632,13 +641,20 @@ def _check_model_properties(
     allowed=BUILDING_BLOCKS + MODEL_BLOCKS,
 )
 def check_make_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:
-    """Three configurations (post-LN with separate tables; pre-LN with a tied generator;
-    shared embeddings): the model's structure, Xavier initialisation (first case), then
+    """ValueError for shared embeddings of two vocabulary sizes; then three configurations
+    (post-LN with separate tables; pre-LN with a tied generator; shared embeddings): the
+    model's structure, Xavier initialisation (first case), then
     logits and parameter gradients against the reference with equal weights, causality over
-    the target and invariance to extra source padding."""
+    the target, invariance to extra source padding, and the same dropout masks as the
+    reference in training mode under one seed."""
     import torch
 
     rng = ctx.rng
+    src_vocab = int(rng.integers(30, 60))
+    config = {**_model_config(rng, 2), "src_vocab": src_vocab, "tgt_vocab": src_vocab + 3}
+    expect_raises(fn, ValueError, **config,
+                  reason=f"share_embeddings=True needs one vocabulary for both sides, but "
+                         f"src_vocab={src_vocab} and tgt_vocab={src_vocab + 3}")
     for case in range(3):
         config = _model_config(rng, case)
         model = _construct_model(ctx, fn, config)
@@ -654,3 +670,21 @@ def check_make_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:
         compare_forward(ctx, pair, inputs, call_description=what,
                         hints=_model_hints(pair.reference, inputs))
         _check_model_properties(rng, pair.learner, inputs, config["tgt_vocab"], what)
+        _check_model_training(rng, pair, inputs, what)
+
+
+def _check_model_training(rng: np.random.Generator, pair: ModulePair,
+                          inputs: tuple[Tensor, ...], what: str) -> None:
+    """In training mode, with the same seed, the model draws the same dropout masks as the
+    reference (dropout acts in the same places, in the same order)."""
+    import torch
+
+    seed = int(rng.integers(0, 2**31))
+    got = training_output(pair.learner, inputs, seed, what)
+    with training_mode(pair.reference), torch.no_grad(), torch.random.fork_rng(devices=[]):
+        manual_seed(pair.reference, seed)
+        expected = pair.reference(*inputs)
+    compare_tensors(got, expected,
+                    f"{what}: logits in training mode with the same random seed as the "
+                    f"reference (a difference means dropout acts in other places than in "
+                    f"Encoder, Decoder and PositionalEncoding)")
