@@ -508,6 +508,7 @@ def model_default_init(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, d
                        norm_first=False, share_embeddings=False, tie_weights=False,
                        max_len=5000, fast_attention=True):
     """Keeps PyTorch's default initialisation (N(0, 1) embeddings)."""
+    _require_one_vocabulary(share_embeddings, src_vocab, tgt_vocab)
     args = (d_model, h, d_ff, dropout, norm_first, fast_attention)
     tgt_embed = Embeddings(tgt_vocab, d_model)
     model = EncoderDecoder(

@@ -650,14 +650,15 @@ def check_make_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     import torch
 
     rng = ctx.rng
+    configs = [_model_config(rng, case) for case in range(3)]
+    first = _construct_model(ctx, fn, configs[0])  # a wrong signature shows here
     src_vocab = int(rng.integers(30, 60))
-    config = {**_model_config(rng, 2), "src_vocab": src_vocab, "tgt_vocab": src_vocab + 3}
-    expect_raises(fn, ValueError, **config,
+    shared = {**configs[2], "src_vocab": src_vocab, "tgt_vocab": src_vocab + 3}
+    expect_raises(fn, ValueError, **shared,
                   reason=f"share_embeddings=True needs one vocabulary for both sides, but "
                          f"src_vocab={src_vocab} and tgt_vocab={src_vocab + 3}")
-    for case in range(3):
-        config = _model_config(rng, case)
-        model = _construct_model(ctx, fn, config)
+    for case, config in enumerate(configs):
+        model = first if case == 0 else _construct_model(ctx, fn, config)
         with torch.random.fork_rng(devices=[]):
             with_reference_init = ctx.reference(**config)
         _check_structure(model, with_reference_init, config)
