@@ -50,7 +50,8 @@ def beam_variant(
     length_penalty: float = 0.6, bos_id: int = BOS_ID, eos_id: int = EOS_ID, *,
     penalty: str = "gnmt",
     prune: str = "normalised", pick: str = "normalised", stop: str = "all",
-    freeze: bool = True, global_top_k: bool = True, steps: int | None = None,
+    freeze: bool = True, global_top_k: bool = True, finished: str = "stay",
+    steps: int | None = None,
 ) -> list[list[int]]:
     """Beam search one sentence at a time over Python lists, with the rules switchable.
 
@@ -62,6 +63,10 @@ def beam_variant(
         stop: ``"all"`` hypotheses ended, or the ``"best"`` one (by normalised score) ended.
         freeze: False extends hypotheses after their EOS (score and length keep changing).
         global_top_k: False lets each hypothesis keep only its own best continuation.
+        finished: ``"stay"`` in the beam, or ``"leave"`` it for a list of finished
+            hypotheses: of the ``2 * beam_size`` best candidates, those that end join the list
+            and the others fill the beam; decoding stops once ``beam_size`` have finished,
+            and the best finished one wins.
         steps: decoding steps instead of ``max_len``.
 
     Returns:
@@ -80,8 +85,9 @@ def beam_variant(
             mask = src_mask[b : b + 1]
             memory = model.encode(src[b : b + 1], mask)
             beam: list[Hypothesis] = [([], 0.0, False)]
+            ended: list[Hypothesis] = []
             for _ in range(max_len if steps is None else steps):
-                if all(done for _, _, done in beam):
+                if all(done for _, _, done in beam) or len(ended) >= beam_size:
                     break
                 if stop == "best" and max(beam, key=score)[2]:
                     break
@@ -96,9 +102,13 @@ def beam_variant(
                     if not global_top_k and len(beam) > 1:
                         options = [max(options, key=score)]
                     candidates.extend(options)
-                beam = sorted(candidates, key=lambda h: score(h, prune), reverse=True)
-                beam = beam[:beam_size]
-            pool = beam
+                ranked = sorted(candidates, key=lambda h: score(h, prune), reverse=True)
+                if finished == "leave":
+                    ended += [h for h in ranked[: 2 * beam_size] if h[2]]
+                    beam = [h for h in ranked if not h[2]][:beam_size] or beam
+                else:
+                    beam = ranked[:beam_size]
+            pool = ended or beam
             if pick == "unfinished" and not all(done for _, _, done in beam):
                 pool = [h for h in beam if not h[2]]
             best = max(pool, key=lambda h: score(h, "raw" if pick == "raw" else "normalised"))
@@ -142,6 +152,10 @@ BUGS = (
         "these are the hypotheses of beam search without length normalisation: rank every "
         "candidate by log P / ((5 + length) / 6) ** length_penalty, both when choosing the "
         "survivors at each step and when picking the final answer."),
+    Bug("finished hypotheses leave the beam", {"finished": "leave"},
+        "hypotheses that ended were moved out of the beam, and unfinished ones took their "
+        "places: here a hypothesis that emitted EOS stays in the beam, where it still "
+        "competes for a place, and decoding stops once every hypothesis in the beam has ended."),
     Bug("each hypothesis keeps its own best continuation", {"global_top_k": False},
         "each hypothesis kept only its own best continuation: all beam_size * vocab "
         "candidates of a sentence compete together for the beam_size places."),

@@ -212,6 +212,9 @@ class TableModel:
 
     __hash__ = None  # equal copies
 
+    def __repr__(self) -> str:
+        return f"<table model, vocab {self.vocab}>"
+
     def eval(self) -> TableModel:
         return self
 

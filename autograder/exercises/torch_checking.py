@@ -181,7 +181,7 @@ def construct(ctx: CheckContext, fn: Callable[..., Any], *args: Any, **kwargs: A
             module = call_torch(fn, *args, **kwargs)
     except CheckFailure as exc:
         if isinstance(exc.__cause__, TypeError):
-            raise CheckFailure(f"{exc} The constructor must accept the arguments of "
+            raise CheckFailure(f"{exc} Hint: the constructor must accept the arguments of "
                                f"{signature}.") from exc.__cause__
         raise
     if not isinstance(module, torch.nn.Module):

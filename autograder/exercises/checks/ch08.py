@@ -492,7 +492,7 @@ def _construct_model(ctx: CheckContext, fn: Callable[..., Any], config: dict[str
             model = call_torch(fn, **config)
         except CheckFailure as exc:
             if isinstance(exc.__cause__, TypeError):
-                raise CheckFailure(f"{exc} make_model must accept the arguments of "
+                raise CheckFailure(f"{exc} Hint: make_model must accept the arguments of "
                                    f"{expected_signature(ctx.reference)}.") from exc.__cause__
             raise
     if not isinstance(model, torch.nn.Module):

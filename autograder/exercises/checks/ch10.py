@@ -338,6 +338,9 @@ DESIGNS = (
     Design("a finished hypothesis that beats an unfinished one at max_len", beam_size=2,
            alpha=1.0, max_len=2,
            tree={"": {"a": -0.2, "EOS": -1.9}, "a": {"EOS": -0.6, "b": -0.9}}),
+    Design("an early ending and a longer one that overtakes it, while a poor hypothesis "
+           "ends too", beam_size=2, alpha=0.0, max_len=4,
+           tree={"": {"EOS": -1.0, "a": -0.6}, "a": {"b": -0.1}, "a b": {"EOS": -0.05}}),
     Design("a hypothesis that ended, whose continuations after EOS would cost it the lead",
            beam_size=2, alpha=0.0, max_len=3,
            tree={"": {"EOS": -0.4, "a": -1.2}, "EOS": {"x": -2.0, "EOS": -2.0},
