@@ -26,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import json
+import linecache
 import os
 import resource
 import shutil
@@ -350,9 +351,13 @@ def _run_cells(spec: dict[str, Any], namespace: dict[str, Any],
     for cell in spec["cells"]:
         start = len(finder.attempts)
         error = None
+        filename = f"{LEARNER_FILE}{cell['name']}>"
+        # Tracebacks then quote the learner's own lines, which the grader's messages show.
+        linecache.cache[filename] = (len(cell["source"]), None,
+                                     cell["source"].splitlines(True), filename)
         try:
             signal.setitimer(signal.ITIMER_REAL, timeout)
-            exec(compile(cell["source"], f"{LEARNER_FILE}{cell['name']}>", "exec"), namespace)
+            exec(compile(cell["source"], filename, "exec"), namespace)
         except BaseException as exc:  # noqa: BLE001 - learner code may raise anything
             error = serve.error_reply(exc)
         finally:
