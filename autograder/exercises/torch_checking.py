@@ -349,15 +349,39 @@ def compare_tensors(
 ) -> Tensor:
     """Check the learner's tensor ``got`` against ``expected`` (shape, dtype kind, values).
 
-    Values use the course tolerances of ``expected``'s dtype; hints see the learner's values
-    as a NumPy array (``Hint.buggy`` may be a NumPy array or a tensor).
+    Values use the course tolerances of ``expected``'s dtype; boolean and integer tensors must
+    match exactly and keep their kind (the advice is torch's: ``.bool()``, ``.long()``). Hints
+    see the learner's values as a NumPy array (``Hint.buggy`` may be a NumPy array or a
+    tensor); they also explain a wrong shape.
     """
     torch = _torch()
-    got = expect_tensor(got, what, expected.shape)
+    got = expect_tensor(got, what)
     hints = [replace(h, buggy=to_numpy(h.buggy)) if isinstance(h.buggy, torch.Tensor) else h
              for h in hints]
+    if tuple(got.shape) == tuple(expected.shape):
+        _expect_kind(got, expected, what)
     compare(to_numpy(got), to_numpy(expected), what, hints=hints)
     return got
+
+
+def _expect_kind(got: Tensor, expected: Tensor, what: str) -> None:
+    """A bool, integer or floating ``expected`` needs a ``got`` of the same kind."""
+    torch = _torch()
+    if expected.dtype == torch.bool and got.dtype != torch.bool:
+        right = bool(((got == 0) | (got == 1)).all()) and torch.equal(got != 0, expected)
+        fail(f"{what}: expected a bool tensor, got dtype {str(got.dtype).removeprefix('torch.')}"
+             f"{' (the 0s and 1s are in the right places)' if right else ''}. Masks are bool "
+             f"tensors: build them from comparisons (such as tgt_in != pad_id) and &, or "
+             f"convert with .bool().")
+    if not expected.dtype.is_floating_point and expected.dtype != torch.bool \
+            and got.dtype != expected.dtype:
+        wanted = str(expected.dtype).removeprefix("torch.")
+        fail(f"{what}: expected a {wanted} tensor of ids, got dtype "
+             f"{str(got.dtype).removeprefix('torch.')}. Keep the ids' dtype (torch.full_like "
+             f"and torch.cat keep it), or convert with .long().")
+    if expected.dtype.is_floating_point and not got.dtype.is_floating_point:
+        fail(f"{what}: expected a floating-point tensor, got dtype "
+             f"{str(got.dtype).removeprefix('torch.')}. Convert with .to(x.dtype).")
 
 
 def _float_leaves(inputs: Sequence[Any]) -> list[Any]:

@@ -83,6 +83,12 @@ def shift_pad(tgt: Tensor, bos_id: int = BOS_ID) -> Tensor:
     return F.pad(tgt, (1, 0), value=bos_id)[:, :-1]
 
 
+def shift_float_bos_column(tgt: Tensor, bos_id: int = BOS_ID) -> Tensor:
+    """torch.full without a dtype makes a float BOS column, and torch.cat promotes the ids."""
+    bos = torch.full((tgt.size(0), 1), bos_id)
+    return torch.cat([bos.float(), tgt[:, :-1]], dim=1)
+
+
 def shift_slice_assign(tgt: Tensor, bos_id: int = BOS_ID) -> Tensor:
     """Fills a new tensor with BOS and copies the target one column to the right."""
     out = torch.full_like(tgt, bos_id)
@@ -134,6 +140,12 @@ def mask_without_head_axis(tgt_in: Tensor, pad_id: int = PAD_ID) -> Tensor:
 def mask_ignores_pad_id(tgt_in: Tensor, pad_id: int = PAD_ID) -> Tensor:
     """Always compares with the default padding id 0."""
     return _key_not_pad(tgt_in, PAD_ID) & subsequent_mask(tgt_in.size(1))[:, None]
+
+
+def mask_float_causal(tgt_in: Tensor, pad_id: int = PAD_ID) -> Tensor:
+    """torch.tril of a float matrix of ones times the float padding mask: 0/1 floats."""
+    causal = torch.ones(tgt_in.size(1), tgt_in.size(1)).tril()
+    return (tgt_in != pad_id).float()[:, None, None, :] * causal
 
 
 def mask_arange(tgt_in: Tensor, pad_id: int = PAD_ID) -> Tensor:
@@ -604,6 +616,8 @@ MUTANTS = [
     Mutant(SHIFT, "overwrites the first token", shift_overwrites_first, False, "overwritten"),
     Mutant(SHIFT, "ignores bos_id", shift_ignores_bos_id, False, "bos_id"),
     Mutant(SHIFT, "shifts in place", shift_in_place, False, "in place"),
+    Mutant(SHIFT, "float BOS column", shift_float_bos_column, False,
+           "expected a int64 tensor of ids", every_secret=True),
     Mutant(SHIFT, "torch.roll", shift_roll, True),
     Mutant(SHIFT, "F.pad", shift_pad, True),
     Mutant(SHIFT, "slice assignment", shift_slice_assign, True),
@@ -614,6 +628,8 @@ MUTANTS = [
     Mutant(TGT_MASK, "masks query rows", mask_pads_queries, False, "key"),
     Mutant(TGT_MASK, "no head axis", mask_without_head_axis, False, "(B, 1, T, T)"),
     Mutant(TGT_MASK, "ignores pad_id", mask_ignores_pad_id, False, "pad_id"),
+    Mutant(TGT_MASK, "0/1 float mask", mask_float_causal, False,
+           "the 0s and 1s are in the right places", every_secret=True),
     Mutant(TGT_MASK, "arange comparison", mask_arange, True),
     Mutant(TGT_MASK, "loops", mask_loops, True),
     Mutant(EMBEDDINGS, "no scaling", EmbeddingsUnscaled, False, "sqrt(d_model)"),

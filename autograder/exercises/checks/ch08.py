@@ -28,7 +28,6 @@ from autograder.exercises.checking import (
     CheckFailure,
     ErrorHint,
     Hint,
-    compare,
     describe,
     error_hints,
     expect_raises,
@@ -59,7 +58,6 @@ from autograder.exercises.torch_checking import (
     manual_seed,
     padding_lengths,
     random_tensor,
-    to_numpy,
     training_mode,
     training_output,
 )
@@ -123,8 +121,7 @@ def _token_batch(
 
 def _compare_ids(got: Any, expected: Tensor, what: str, hints: list[Hint]) -> None:
     """Exact comparison of an integer or boolean tensor; hints also explain wrong shapes."""
-    got = expect_tensor(got, what)
-    compare(to_numpy(got), to_numpy(expected), what, hints=hints)
+    compare_tensors(got, expected, what, hints=hints)
 
 
 def _causal_and_padding(lengths: list[int], n: int) -> Tensor:
