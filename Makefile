@@ -19,7 +19,13 @@ LEARNER = $(if $(EXCHANGE),$(LAYERS)/exchange:)$(LAYERS)/learner
 INSTRUCTOR = $(LAYERS)/instructor:$(LEARNER)
 JUPYTER_ENV = JUPYTER_CONFIG_DIR="$(CURDIR)/build/jupyter" TRANSFORMER_COURSE_EXCHANGE="$(EXCHANGE)"
 
-.PHONY: install lab instructor test lint browser release demo clean
+# The class server (make hub, see autograder/hub/): where it answers and where it keeps its state.
+HUB_URL ?= http://127.0.0.1:8000
+HUB_STATE ?= build/hub
+PROXY := build/proxy/node_modules/.bin/configurable-http-proxy
+HUB_CONFIG := autograder/hub/jupyterhub_config.py
+
+.PHONY: install lab instructor hub proxy test lint browser release demo clean
 
 install: $(STAMP)
 
@@ -36,10 +42,42 @@ lab: $(STAMP)
 instructor: $(STAMP)
 	$(JUPYTER_ENV) JUPYTER_CONFIG_PATH="$(INSTRUCTOR)" $(BIN)/jupyter lab --notebook-dir=.
 
+# A JupyterHub for a class on this machine, run as root (learners' servers run as their own
+# accounts). Add people first: .venv/bin/python -m autograder hub add NAME [--instructor]
+hub: $(STAMP) $(PROXY)
+	@echo "Class server for $(HUB_STATE): $(HUB_URL)/hub/login (Ctrl-C stops it)"
+	TRANSFORMER_HUB_STATE="$(HUB_STATE)" $(BIN)/jupyterhub -f $(HUB_CONFIG) --JupyterHub.bind_url=$(HUB_URL)
+
+# JupyterHub's proxy, from npm at the version locked in autograder/hub/, into build/proxy/.
+PROXY_INSTALL = mkdir -p build/proxy \
+	&& cp autograder/hub/package.json autograder/hub/package-lock.json build/proxy/ \
+	&& cd build/proxy && npm ci --no-audit --no-fund && touch node_modules/.bin/configurable-http-proxy
+
+$(PROXY): autograder/hub/package.json autograder/hub/package-lock.json
+	@if ! command -v npm >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update -qq && apt-get install -y -qq nodejs npm; \
+		else \
+			echo "make hub needs Node.js 20 or newer and npm: sudo apt-get install nodejs npm"; \
+			exit 1; \
+		fi; \
+	fi
+	$(PROXY_INSTALL)
+
+# The class-server test (tests/test_hub.py) needs the proxy: install it where npm is, otherwise
+# say so and go on (that test then skips with the same advice; in CI, CI=true, it fails).
+proxy:
+	@if [ $(PROXY) -nt autograder/hub/package-lock.json ]; then :; \
+	elif command -v npm >/dev/null; then \
+		$(PROXY_INSTALL) || echo "notice: installing the proxy with npm failed; the hub test will skip"; \
+	else \
+		echo "notice: npm is missing, so the hub test will skip. Run: sudo apt-get install nodejs npm"; \
+	fi
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: lint browser
+test: lint browser proxy
 	$(BIN)/python -m pytest -n $(JOBS)
 
 # The browser tests (tests/test_browser.py) drive JupyterLab with Debian's Chromium, never a

@@ -1,13 +1,14 @@
 """``python -m autograder``: the instructors' command line.
 
-    python -m autograder release [CHAPTER ...]              solutions/ -> notebooks/
+    python -m autograder release [CHAPTER ...] [--exchange DIR]  solutions/ -> notebooks/ (-> DIR)
     python -m autograder collect SOURCE ... [--exchange DIR] folders, LMS zips, nbgrader exchange
     python -m autograder autograde CHAPTER|all [--jobs N] [--student ID]
-    python -m autograder feedback CHAPTER|all [--student ID]
+    python -m autograder feedback CHAPTER|all [--student ID] [--exchange DIR]
     python -m autograder export [--output grades.csv]
     python -m autograder audit [CHAPTER|all] [--student ID]
     python -m autograder selfcheck NOTEBOOK ...               a learner's own notebook
     python -m autograder demo [--jobs N] [--out DIR]          a sample class, end to end
+    python -m autograder hub add|password|remove|list [NAME ...]  the class server's roster
 
 Every subcommand lives here: a function ``add_<name>(subparsers)`` adds its parser and sets
 ``handler`` to a function ``(args) -> int`` (the exit status); ``SUBCOMMANDS`` lists them. The
@@ -59,11 +60,16 @@ def _chapter_id(text: str) -> str:
 
 def _release(args: argparse.Namespace) -> int:
     # Imported here: nbgrader is slow to import and only this subcommand needs it.
+    from autograder.pipeline.exchange import release_to_exchange
     from autograder.pipeline.release import release
 
+    course = Course.of(args.root, args.course_dir)
     try:
-        release(args.chapters or None)
-    except (ValueError, RuntimeError) as exc:  # the documented failures of release()
+        chapters = release(args.chapters or None, **course.as_kwargs())
+        if args.exchange is not None:
+            release_to_exchange(chapters, args.exchange, **course.as_kwargs())
+            print(f"released {', '.join(chapters)} to the exchange {args.exchange}")
+    except (ValueError, RuntimeError) as exc:  # the documented failures of both steps
         print(f"release failed: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -76,6 +82,10 @@ def add_release(subparsers: argparse._SubParsersAction) -> None:
                     "(all chapters when none is named).")
     parser.add_argument("chapters", nargs="*", type=_chapter_id, metavar="CHAPTER",
                         help="chapter id such as ch02_attention, or its prefix ch02")
+    parser.add_argument("--exchange", type=Path, metavar="DIR",
+                        help="then release the chapters into this nbgrader exchange, where "
+                             "learners fetch them (nbgrader release_assignment)")
+    _add_course_options(parser)
     parser.set_defaults(handler=_release)
 
 
@@ -145,8 +155,9 @@ def _limits(args: argparse.Namespace):
     from autograder.sandbox.launcher import Limits
 
     return Limits(cell_timeout_s=args.cell_timeout, notebook_timeout_s=args.notebook_timeout,
-                  memory_mb=args.memory_mb, max_processes=args.max_processes,
-                  max_output_bytes=args.max_output_bytes)
+                  learner_timeout_s=args.learner_timeout, memory_mb=args.memory_mb,
+                  max_processes=args.max_processes, max_output_bytes=args.max_output_bytes,
+                  disk_mb=args.disk_mb)
 
 
 def _autograde(args: argparse.Namespace) -> int:
@@ -191,8 +202,14 @@ def add_autograde(subparsers: argparse._SubParsersAction) -> None:
                         help="seconds per cell (default: %(default)s)")
     parser.add_argument("--notebook-timeout", type=float, default=defaults.notebook_timeout_s,
                         help="seconds per notebook (default: %(default)s)")
+    parser.add_argument("--learner-timeout", type=float, default=defaults.learner_timeout_s,
+                        help="seconds for all of one learner: the notebook and its "
+                             "verification (default: %(default)s)")
     parser.add_argument("--memory-mb", type=int, default=defaults.memory_mb,
-                        help="memory of a learner's process in MiB (default: %(default)s)")
+                        help="memory of one learner's processes together, in MiB "
+                             "(default: %(default)s)")
+    parser.add_argument("--disk-mb", type=int, default=defaults.disk_mb,
+                        help="a learner's writable folder, in MiB (default: %(default)s)")
     parser.add_argument("--max-processes", type=int, default=defaults.max_processes,
                         help="processes a learner's code may run (default: %(default)s)")
     parser.add_argument("--max-output-bytes", type=int, default=defaults.max_output_bytes,
@@ -202,16 +219,22 @@ def add_autograde(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _feedback(args: argparse.Namespace) -> int:
+    from autograder.pipeline.exchange import release_feedback
     from autograder.pipeline.feedback import generate_feedback
 
     course = _course(args)
+    chapters = _chapters(args, course)
     try:
-        written = generate_feedback(_chapters(args, course), students=args.student,
-                                    **course.as_kwargs())
+        written = generate_feedback(chapters, students=args.student, **course.as_kwargs())
+        print(f"wrote {len(written)} feedback page(s) under {course.step_folder('feedback')}")
+        if args.exchange is not None:
+            released = release_feedback(chapters, args.exchange, students=args.student,
+                                        **course.as_kwargs())
+            print(f"released the feedback of {len(released)} submission(s) to the exchange "
+                  f"{args.exchange}")
     except RuntimeError as exc:
         print(f"feedback failed: {exc}", file=sys.stderr)
         return 1
-    print(f"wrote {len(written)} feedback page(s) under {course.step_folder('feedback')}")
     return 0
 
 
@@ -222,6 +245,9 @@ def add_feedback(subparsers: argparse._SubParsersAction) -> None:
                     "from the autograded notebooks (no hidden test code).")
     parser.add_argument("chapter", type=_chapter_or_all, metavar="CHAPTER|all")
     parser.add_argument("--student", action="append", help="only this learner (repeatable)")
+    parser.add_argument("--exchange", type=Path, metavar="DIR",
+                        help="then release the pages into this nbgrader exchange, where each "
+                             "learner fetches their own (submissions collected from it only)")
     _add_course_options(parser)
     parser.set_defaults(handler=_feedback)
 
@@ -393,6 +419,68 @@ def add_demo(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_demo)
 
 
+def _hub(args: argparse.Namespace) -> int:
+    from autograder.hub.classroom import Classroom
+
+    classroom = Classroom.from_env(args.state)
+    if args.action == "list":
+        for role in ("instructor", "learner"):
+            names = classroom.roster(role)
+            print(f"{role}s ({len(names)}): {' '.join(names) or '-'}")
+        return 0
+    if not args.names:
+        print(f"hub {args.action}: name at least one user", file=sys.stderr)
+        return 2
+    if args.action == "remove":
+        removed = classroom.remove(args.names)
+        print(f"took {len(removed)} name(s) off the roster of {classroom.state}: they can no "
+              "longer log in. Their files and system accounts stay (userdel removes one).")
+        return 0
+    if args.action == "password":
+        unknown = [name for name in args.names if classroom.role_of(name) is None]
+        if unknown:
+            print(f"hub password: not on the roster: {' '.join(unknown)}; add them with "
+                  "`python -m autograder hub add NAME`", file=sys.stderr)
+            return 1
+        for name in args.names:
+            print(f"{name}  {classroom.new_password(name)}")
+        return 0
+    role = "instructor" if args.instructor else "learner"
+    try:
+        classroom.add(args.names, role)
+        for name in args.names:
+            if role == "learner":
+                classroom.ensure_account(name)
+            if not classroom.has_password(name):
+                print(f"{name}  {classroom.new_password(name)}")
+    except (ValueError, PermissionError, RuntimeError) as exc:
+        print(f"hub add failed: {exc}", file=sys.stderr)
+        return 1
+    print(f"{len(args.names)} {role}(s) on the roster of {classroom.state}; each new one's "
+          "password is printed above (hand it to them). They log in at <hub address>/hub/login.")
+    return 0
+
+
+def add_hub(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``hub add|remove|list [NAME ...] [--instructor] [--state DIR]``."""
+    parser = subparsers.add_parser(
+        "hub", help="the roster of the class server (make hub)",
+        description="add: put learners (or --instructor instructors) on the class server's "
+                    "roster and print a password for each new one (learners also get their "
+                    "system account and home folder; needs root). password: print a new "
+                    "password. remove: take names off the roster (their files stay). list: "
+                    "print the roster. The hub sees changes at once.")
+    parser.add_argument("action", choices=("add", "password", "remove", "list"))
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help="user names: lower-case letters, digits, '-' and '_'")
+    parser.add_argument("--instructor", action="store_true",
+                        help="add them as instructors (the hub's admins) instead of learners")
+    parser.add_argument("--state", type=Path, default=None,
+                        help="the class's state folder (default: $TRANSFORMER_HUB_STATE, else "
+                             "build/hub)")
+    parser.set_defaults(handler=_hub)
+
+
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     add_exercises,
     add_release,
@@ -403,6 +491,7 @@ SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     add_audit,
     add_selfcheck,
     add_demo,
+    add_hub,
 )
 
 

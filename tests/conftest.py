@@ -1,8 +1,10 @@
-"""Shared fixtures: the project root and the Multi30k files that sit beside the project."""
+"""Shared fixtures: the project root, the Multi30k files that sit beside the project, free
+ports, and the browser of the browser tests."""
 
 import importlib.util
+import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -54,3 +56,60 @@ def free_port() -> Callable[[], int]:
             return sock.getsockname()[1]
 
     return find
+
+
+# ---------------------------------------------------------------------------------------------
+# The browser tests (test_browser.py, test_hub.py): Debian's Chromium, driven by Playwright.
+
+CHROMIUM = Path("/usr/bin/chromium")
+# The machine may have no outside network: without these flags Chromium keeps trying to reach
+# Google's services and fills the log with refused connections.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def in_ci() -> bool:
+    """Whether this runs in CI (CI=true), where a missing browser or proxy is an error."""
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def _missing_browser_reason() -> str | None:
+    """Why this machine cannot run the browser tests, or None when it can."""
+    if not CHROMIUM.is_file():
+        return (f"{CHROMIUM} not found: run `make browser` (or, as root, "
+                "`apt-get install chromium`)")
+    if importlib.util.find_spec("playwright") is None:
+        return "the playwright package is missing from this environment: run `make install`"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    """Debian's Chromium, headless, launched by Playwright; closed whatever happens."""
+    reason = _missing_browser_reason()
+    if reason is not None:
+        if in_ci():
+            # CI installs Chromium before the tests (`make test` runs `make browser`), so a
+            # missing browser there is a broken set-up, not a machine without one.
+            pytest.fail(f"CI must run the browser tests, but {reason}")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+

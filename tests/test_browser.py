@@ -15,7 +15,8 @@ for settings and workspaces (the Makefile's ``build/jupyter``, here a temporary 
 * A class with an nbgrader exchange (`make lab EXCHANGE=...`): the Assignment List shows a
   chapter that nbgrader released into the exchange, and fetches it.
 
-Every served folder is a temporary copy, because JupyterLab saves what it runs and the
+The ``browser`` fixture (Debian's Chromium through Playwright) is in conftest.py. Every served
+folder is a temporary copy, because JupyterLab saves what it runs and the
 repository must not change. Chromium comes from Debian (`make browser`, which `make test` runs
 first); Playwright drives it through `executable_path` and never downloads a browser of its
 own. Screenshots are written under the test's temporary folder and their paths printed
@@ -36,7 +37,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,19 +57,6 @@ MODES = {
 }
 CHAPTER = "ch01_positional_encoding"
 NOTEBOOK = Path(CHAPTER) / f"{CHAPTER}.ipynb"
-CHROMIUM = Path("/usr/bin/chromium")
-# The machine may have no outside network: without these flags Chromium keeps trying to reach
-# Google's services and fills the log with refused connections.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # The tests' one JupyterLab setting: every cell stays attached to the DOM, so that all outputs
 # can be found. Everything else (no news pop-up included) comes from the course's layers.
 LAB_SETTINGS = {"@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"}}
@@ -101,42 +88,6 @@ RUN_ALL_MS = 120_000
 UI_MS = 30_000
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
-
-
-def _missing_browser_reason() -> str | None:
-    """Why this machine cannot run the browser tests, or None when it can."""
-    if not CHROMIUM.is_file():
-        return (f"{CHROMIUM} not found: run `make browser` (or, as root, "
-                "`apt-get install chromium`)")
-    if find_spec("playwright") is None:
-        return "the playwright package is missing from this environment: run `make install`"
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium, headless, launched by Playwright; closed whatever happens."""
-    reason = _missing_browser_reason()
-    if reason is not None:
-        if _in_ci():
-            # CI installs Chromium before the tests (`make test` runs `make browser`), so a
-            # missing browser there is a broken set-up, not a machine without one.
-            pytest.fail(f"CI must run the browser tests, but {reason}")
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 @dataclass(frozen=True)

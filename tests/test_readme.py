@@ -117,6 +117,9 @@ LEARNER_MODE = BROWSER + "test_learner_mode_shows_the_chapters_and_the_learner_t
 INSTRUCTOR_MODE = BROWSER + "test_instructor_mode_adds_the_instructor_tools"
 EXCHANGE_MODE = BROWSER + "test_assignment_list_fetches_a_released_chapter"
 PINS = "tests/test_packaging.py::test_environment_yml_matches_pyproject"
+# The class server end to end: roster, make hub's command, release, collect, autograde and
+# feedback through the exchange, as root with the class's course folder.
+HUB = "tests/test_hub.py::test_a_class_fetches_submits_and_gets_its_own_feedback"
 
 COVERAGE: dict[str, tuple[str, ...]] = {
     # Quick start and set-up. The recipes are checked by a dry run here and the commands they
@@ -128,6 +131,12 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     r"^make instructor$": (MAKE_DRY_RUN, INSTRUCTOR_MODE,
                            BROWSER + "test_solution_notebook_runs_clean_with_figures"),
     r"^make test$": (MAKE_DRY_RUN, CI_IS_MAKE_TEST),
+    r"^(sudo )?make hub$": (MAKE_DRY_RUN, HUB),
+    r"^make hub HUB_(URL|STATE)=\S+$": (HERE + "test_make_hub_takes_its_address_and_state",),
+    r"^sudo \.venv/bin/python -m autograder hub add [a-z ]+( --instructor)?$": (
+        HUB, "tests/test_hub_roster.py::test_add_creates_accounts_and_prints_passwords_once"),
+    r"^sudo \.venv/bin/python -m autograder (release ch02|collect|autograde ch02 --jobs 2|"
+    r"feedback ch02)( --exchange \S+)? --course-dir \S+$": (HUB,),
     r"^make install$": (MAKE_DRY_RUN, CI_IS_MAKE_TEST),
     r"^make release$": (MAKE_DRY_RUN, RELEASE),
     r"^make demo$": (MAKE_DRY_RUN, DEMO),
@@ -335,6 +344,8 @@ MAKE_RECIPES = {
     "instructor": [jupyter_lab(["instructor", "learner"], ".")],
     "test": [".venv/bin/ruff check .", ".venv/bin/python -m pytest -n 2"],
     "release": [".venv/bin/python -m autograder release"],
+    "hub": ['TRANSFORMER_HUB_STATE="build/hub" .venv/bin/jupyterhub -f '
+            "autograder/hub/jupyterhub_config.py --JupyterHub.bind_url=http://127.0.0.1:8000"],
     "demo": [".venv/bin/python -m autograder demo --jobs 2 --out build/demo"],
 }
 INSTALL = [
@@ -379,6 +390,20 @@ def test_make_lab_with_an_exchange_adds_its_layer() -> None:
             cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
         assert result.returncode == 0, result.stderr
         assert jupyter_lab(layers, notebook_dir, exchange) in result.stdout.splitlines()
+
+
+def test_make_hub_takes_its_address_and_state() -> None:
+    """`make hub HUB_URL=http://0.0.0.0:8000` and `make hub HUB_STATE=/srv/transformer-class`
+    reach JupyterHub's bind address and the class's state folder."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    result = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-B", "hub", "HUB_URL=http://0.0.0.0:8000",
+         "HUB_STATE=/srv/transformer-class"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
+    assert ('TRANSFORMER_HUB_STATE="/srv/transformer-class" .venv/bin/jupyterhub -f '
+            "autograder/hub/jupyterhub_config.py --JupyterHub.bind_url=http://0.0.0.0:8000"
+            ) in result.stdout.splitlines()
 
 
 def test_notebook_dir_is_the_lab_root() -> None:

@@ -8,6 +8,7 @@ registry imports them the first time it is asked (:func:`exercises`, :func:`get_
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 import re
 import textwrap
@@ -250,6 +251,9 @@ def _codes(value: Any) -> set[tuple[Any, ...]]:
     functions = [value]
     if isinstance(value, type):
         functions = [getattr(v, "__func__", v) for v in vars(value).values()]
+    # A decorator's wrapper (torch.no_grad's) shares one code object with every function it
+    # wraps: compare the functions themselves.
+    functions = [inspect.unwrap(f) if callable(f) else f for f in functions]
     return {(f.__code__.co_code, repr(f.__code__.co_consts), f.__code__.co_names)
             for f in functions if hasattr(f, "__code__")}
 

@@ -12,7 +12,9 @@ File names that are not UTF-8, or that would not make a safe student id or folde
 refused with a reason. When one student hands in the same chapter twice, the newest copy (by
 timestamp: ``timestamp.txt`` next to the notebook, the zip entry's date, or the file's
 modification time) is kept and the submission is flagged. Each collected submission gets a
-``timestamp.txt`` (nbgrader's format), so collecting the same files again changes nothing.
+``timestamp.txt`` (nbgrader's format), so collecting the same files again changes nothing. The
+``submission_secret.txt`` that ``nbgrader submit`` writes next to the notebook is kept with it:
+nbgrader names the learner's feedback in the exchange after it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ from autograder.flags import Flag, write_flags
 # Largest notebook accepted; a learner's executed notebook with plots is a few MB.
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
 TIMESTAMP_FILE = "timestamp.txt"
+SECRET_FILE = "submission_secret.txt"
+# nbgrader's submission secret is 128 hex digits; anything much larger is not one.
+MAX_SECRET_BYTES = 1024
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f %Z"
 _STUDENT = re.compile(r"[^\W_][\w.@-]{0,63}")
 _ZIP_NAME = re.compile(r"(?P<student>.+)_(?P<chapter>ch\d\d_[a-z0-9_]+)\.ipynb")
@@ -49,6 +54,7 @@ class Candidate:
     origin: str  # where it came from, for messages: a path or "archive.zip:member"
     timestamp: dt.datetime
     data: bytes = field(repr=False)
+    secret: bytes | None = field(default=None, repr=False)  # nbgrader's submission_secret.txt
 
 
 @dataclass
@@ -110,6 +116,14 @@ def _read_timestamp(folder: Path, fallback: float) -> dt.datetime:
     return _utc(fallback)
 
 
+def _read_secret(folder: Path) -> bytes | None:
+    """nbgrader's ``submission_secret.txt`` in ``folder``, when it is a small regular file."""
+    path = folder / SECRET_FILE
+    if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_SECRET_BYTES:
+        return path.read_bytes()
+    return None
+
+
 def _read_notebook_file(path: Path, origin: str, report: CollectReport) -> bytes | None:
     if path.is_symlink() or not path.is_file():
         report.refused.append((origin, "not a regular file (links are not followed)"))
@@ -156,7 +170,7 @@ def scan_folder(source: Path, report: CollectReport) -> list[Candidate]:
                     stamp_dir = path.parent if chapter_dir else path.parent / "__none__"
                     found.append(Candidate(student_dir.name, path.stem, where,
                                            _read_timestamp(stamp_dir, path.stat().st_mtime),
-                                           data))
+                                           data, _read_secret(stamp_dir)))
     return found
 
 
@@ -279,6 +293,8 @@ def _write_submission(target: Path, candidate: Candidate) -> None:
     (staging / f"{candidate.chapter}.ipynb").write_bytes(candidate.data)
     (staging / TIMESTAMP_FILE).write_text(
         candidate.timestamp.strftime(TIMESTAMP_FORMAT) + "\n", encoding="utf-8")
+    if candidate.secret is not None:
+        (staging / SECRET_FILE).write_bytes(candidate.secret)
     if target.exists():
         shutil.rmtree(target)
     staging.rename(target)

@@ -50,6 +50,7 @@ from autograder.notebook import (
     nbgrader_metadata,
     strip_hidden_tests,
 )
+from autograder.pipeline.collect import SECRET_FILE, TIMESTAMP_FILE
 from autograder.sandbox.launcher import ExecutionResult, Learner, Limits
 
 
@@ -444,11 +445,14 @@ def _store(outcome: Outcome, config, course: Course) -> Summary:
     target = course.step_dir("autograded", student, chapter)
     target.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, target / f"{chapter}.ipynb")
-    stamp = submitted / "timestamp.txt"
+    stamp = submitted / TIMESTAMP_FILE
     timestamp = None
     if stamp.is_file():
         timestamp = parse_utc(stamp.read_text(encoding="utf-8").strip())
-        shutil.copy2(stamp, target / "timestamp.txt")
+        shutil.copy2(stamp, target / TIMESTAMP_FILE)
+    # Feedback pages are released to the exchange under a name derived from this secret.
+    if (submitted / SECRET_FILE).is_file():
+        shutil.copy2(submitted / SECRET_FILE, target / SECRET_FILE)
     save_grades(config, student, chapter, nb, timestamp, flagged=bool(outcome.flags))
     write_flags(course.folder, student, chapter, "grade", outcome.flags)
     scored = [determine_grade(c) for c in graded_test_cells(nb)]

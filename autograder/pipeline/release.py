@@ -75,22 +75,31 @@ def generate(
             )
 
 
-def release(chapters: list[str] | None = None) -> None:
+def release(
+    chapters: list[str] | None = None,
+    root: str | os.PathLike | None = None,
+    course_dir: str | os.PathLike | None = None,
+) -> list[str]:
     """Regenerate the learner notebooks in ``notebooks/`` from ``solutions/``.
 
     Args:
         chapters: chapter ids such as ``"ch02_attention"``; ``None`` releases every chapter
             that has a source notebook.
+        root, course_dir: the course (default: this repository and its autograder/course).
+
+    Returns:
+        The chapters released.
 
     Raises:
         ValueError: a chapter id has no source notebook.
         RuntimeError: nbgrader failed on a chapter.
     """
-    root = Course.of().root
-    available = chapters_in(root)
+    course = Course.of(root, course_dir)
+    available = chapters_in(course.root)
     chosen = available if chapters is None else _check_chapters(chapters, available)
-    generate(chosen, root)
-    register_assignments(root)
+    generate(chosen, course.root, course.folder)
+    register_assignments(course.root, course.folder)
+    return chosen
 
 
 def register_assignments(

@@ -362,6 +362,31 @@ def verify_exercises(
     return results
 
 
+def process_spec(exercises: list[Exercise], cells: list[dict[str, str]],
+                 source_nb: NotebookNode) -> tuple[dict[str, Any], set[str]]:
+    """The spec of the learner process that verifies ``exercises`` (see the ``learner`` mode
+    of :mod:`autograder.sandbox.worker`), and the course modules it may load."""
+    modules = allowed_modules(exercises)
+    imports, bindings = setup_bindings(source_nb, exercises)
+    torch = (int(exercises[0].id[2:4]) >= FIRST_TORCH_CHAPTER
+             or any(e.builders for e in exercises)
+             or any(_USES_TORCH.search(c["source"]) for c in cells))
+    if not torch:  # a NumPy chapter's setup may import torch for its demos: not needed here
+        imports = [i for i in imports if not _USES_TORCH.search(i)]
+    packages = {m.rsplit(".", depth)[0] for m in modules for depth in range(1, m.count(".") + 1)}
+    spec = {
+        "course_roots": list(COURSE_PACKAGES),
+        "allowed_modules": sorted(modules | packages),
+        "imports": imports, "bindings": bindings,
+        "definitions": setup_definitions(source_nb, {e.defines for e in exercises}),
+        "cells": cells,
+        "builders": sorted({b for e in exercises for b in e.builders}),
+        "exercise_names": [e.defines for e in exercises],
+        "torch": torch,
+    }
+    return spec, modules
+
+
 def _owner(cell_name: str, exercise: Exercise) -> bool:
     """Whether a solution cell (named by grade id) is the exercise's own."""
     return cell_name == f"{exercise.id[:4]}_{exercise.name}_solution"
@@ -373,26 +398,7 @@ class _Group:
     def __init__(self, exercises: list[Exercise], cells: list[dict[str, str]],
                  source_nb: NotebookNode, learner: Learner, files: str | Path | None) -> None:
         self.exercises, self.cells, self.learner, self.files = exercises, cells, learner, files
-        modules = allowed_modules(exercises)
-        imports, bindings = setup_bindings(source_nb, exercises)
-        torch = (int(exercises[0].id[2:4]) >= FIRST_TORCH_CHAPTER
-                 or any(e.builders for e in exercises)
-                 or any(_USES_TORCH.search(c["source"]) for c in cells))
-        packages = {m.rsplit(".", depth)[0] for m in modules
-                    for depth in range(1, m.count(".") + 1)}
-        self.modules = modules
-        if not torch:  # a NumPy chapter's setup may import torch for its demos: not needed here
-            imports = [i for i in imports if not _USES_TORCH.search(i)]
-        self.spec = {
-            "course_roots": list(COURSE_PACKAGES),
-            "allowed_modules": sorted(modules | packages),
-            "imports": imports, "bindings": bindings,
-            "definitions": setup_definitions(source_nb, {e.defines for e in exercises}),
-            "cells": cells,
-            "builders": sorted({b for e in exercises for b in e.builders}),
-            "exercise_names": [e.defines for e in exercises],
-            "torch": torch,
-        }
+        self.spec, self.modules = process_spec(exercises, cells, source_nb)
         # The solution cells themselves never finished: starting again would only repeat that.
         self.start_failure: str | None = None
 

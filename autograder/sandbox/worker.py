@@ -351,12 +351,12 @@ def _run_cells(spec: dict[str, Any], namespace: dict[str, Any],
     for cell in spec["cells"]:
         start = len(finder.attempts)
         error = None
-        filename = f"{LEARNER_FILE}{cell['name']}>"
-        # Tracebacks then quote the learner's own lines, which the grader's messages show.
-        linecache.cache[filename] = (len(cell["source"]), None,
-                                     cell["source"].splitlines(True), filename)
         try:
             signal.setitimer(signal.ITIMER_REAL, timeout)
+            filename = f"{LEARNER_FILE}{cell['name']}>"
+            # Error messages quote the learner's failing line: keep the cell's text at hand.
+            linecache.cache[filename] = (len(cell["source"]), None,
+                                         cell["source"].splitlines(True), filename)
             exec(compile(cell["source"], filename, "exec"), namespace)
         except BaseException as exc:  # noqa: BLE001 - learner code may raise anything
             error = serve.error_reply(exc)

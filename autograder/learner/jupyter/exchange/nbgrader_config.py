@@ -18,3 +18,8 @@ if os.environ.get("TRANSFORMER_COURSE_EXCHANGE"):
 # starts in the repository and serves notebooks/). nbgrader's Assignment List reads this file
 # from inside the served folder, so this names that folder.
 c.Exchange.assignment_dir = os.getcwd()
+
+# On a class server the learner is the hub's user, whatever their system account is called
+# (autograder/hub runs learners as jupyter-<name>): submissions and feedback go by that name.
+if os.environ.get("JUPYTERHUB_USER"):
+    c.CourseDirectory.student_id = os.environ["JUPYTERHUB_USER"]

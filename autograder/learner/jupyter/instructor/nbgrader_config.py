@@ -1,9 +1,15 @@
 """nbgrader settings of instructor mode: the whole course (source, release, gradebook), as for
-plain `nbgrader` commands run from autograder/ (see autograder/nbgrader_config.py)."""
+plain `nbgrader` commands run from autograder/ (see autograder/nbgrader_config.py).
+
+``TRANSFORMER_COURSE_DIR`` names another course folder (gradebook, submissions, feedback) than
+the repository's autograder/course; the class server (autograder/hub) sets it to its own.
+"""
+
+import os
 
 from autograder.course import course_config, ensure_alembic_on_path
 
 ensure_alembic_on_path()  # formgrader opens the gradebook, which runs `alembic`
 
 c = get_config()  # noqa: F821 (nbgrader provides get_config when it reads this file)
-c.merge(course_config())
+c.merge(course_config(course_dir=os.environ.get("TRANSFORMER_COURSE_DIR") or None))

@@ -1,0 +1,11 @@
+"""The class server (`make hub`): a JupyterHub on one machine with the nbgrader exchange.
+
+    classroom.py            the state folder, the roster and the learners' system accounts
+    spawner.py              each learner's JupyterLab, as their own user in a view of their own
+    jupyterhub_config.py    JupyterHub's configuration (`jupyterhub -f` reads it)
+    package.json            the pinned configurable-http-proxy, installed with npm
+
+Instructors add learners with ``python -m autograder hub add NAME ...`` (see
+:mod:`autograder.hub.classroom`). Running the same class on Kubernetes is described in
+``autograder/deploy/README.md``.
+"""

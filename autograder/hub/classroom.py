@@ -1,0 +1,229 @@
+"""A class on one machine: its state folder, its roster and the learners' system accounts.
+
+Everything the class server keeps lives in one folder, the *state* (``build/hub/`` of the
+checkout unless ``TRANSFORMER_HUB_STATE`` or ``make hub STATE=...`` names another)::
+
+    <state>/hub/            JupyterHub's database (users, servers) and cookie secret, and
+                            ``passwords.json``, the users' hashed passwords        root, 0700
+    <state>/course/         the gradebook, submitted/, autograded/, feedback/, flags/ and
+                            grades.csv of the class                                root, 0700
+    <state>/exchange/       nbgrader's exchange: released chapters, submissions, feedback
+                            (nbgrader sets the permissions of what it puts there)
+    <state>/home/<name>/    each user's files: a learner's chapters, JupyterLab settings
+                            (a learner's own system account, 0700)
+    <state>/instructors.txt, <state>/learners.txt    the roster, one name per line
+
+Passwords are stored as scrypt hashes (salted, memory-hard: Python's ``hashlib.scrypt``); the
+instructor hands each person the password that ``hub add`` or ``hub password`` printed.
+
+Each learner's server runs as a system account of its own, ``<prefix><name>`` (prefix
+``jupyter-`` unless ``TRANSFORMER_HUB_USER_PREFIX`` says otherwise), which
+:meth:`Classroom.ensure_account` creates with ``useradd`` when it is missing. Instructors'
+servers run as root, the user of the hub itself (see :mod:`autograder.hub.spawner`).
+
+    python -m autograder hub add alice bob            # learners; prints their passwords
+    python -m autograder hub add carol --instructor
+    python -m autograder hub password alice           # a new password for alice
+    python -m autograder hub list
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import pwd
+import re
+import secrets
+import subprocess
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.course import ROOT
+
+STATE_ENV = "TRANSFORMER_HUB_STATE"
+PREFIX_ENV = "TRANSFORMER_HUB_USER_PREFIX"
+DEFAULT_STATE = ROOT / "build" / "hub"
+DEFAULT_PREFIX = "jupyter-"
+ROLES = ("learner", "instructor")
+# A name is a JupyterHub user name, an nbgrader student id and, behind the prefix, a Linux
+# account name, so it must be all three: lower case, and short enough for useradd.
+NAME = re.compile(r"[a-z][a-z0-9_-]*")
+MAX_ACCOUNT_NAME = 32
+# scrypt's cost (n, r, p): 16 MiB and about 50 ms per check, as Python's documentation suggests.
+SCRYPT = {"n": 2**14, "r": 8, "p": 1}
+PASSWORD_BYTES = 12  # a generated password: 16 characters of URL-safe base64
+
+
+@dataclass(frozen=True)
+class Classroom:
+    """The class kept in the folder ``state``; learners' accounts are ``<prefix><name>``."""
+
+    state: Path
+    prefix: str = DEFAULT_PREFIX
+
+    @classmethod
+    def from_env(cls, state: str | os.PathLike | None = None) -> Classroom:
+        """The class of ``state``, else of ``$TRANSFORMER_HUB_STATE``, else ``build/hub``."""
+        folder = state or os.environ.get(STATE_ENV) or DEFAULT_STATE
+        return cls(Path(folder).resolve(), os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX)
+
+    # ---- the folders
+
+    @property
+    def hub_dir(self) -> Path:
+        return self.state / "hub"
+
+    @property
+    def course_dir(self) -> Path:
+        return self.state / "course"
+
+    @property
+    def exchange(self) -> Path:
+        return self.state / "exchange"
+
+    def home(self, name: str) -> Path:
+        return self.state / "home" / name
+
+    def roster_file(self, role: str) -> Path:
+        return self.state / f"{role}s.txt"
+
+    def prepare(self) -> None:
+        """Create the state folder with the permissions above (idempotent)."""
+        for folder, mode in ((self.state, 0o755), (self.hub_dir, 0o700),
+                             (self.course_dir, 0o700), (self.state / "home", 0o755),
+                             (self.exchange, 0o777)):
+            folder.mkdir(parents=True, exist_ok=True)
+            folder.chmod(mode)  # mkdir's mode is cut by the umask
+
+    # ---- the roster
+
+    def roster(self, role: str) -> list[str]:
+        """The names of one role (``learner`` or ``instructor``), in the order added."""
+        path = self.roster_file(role)
+        if not path.is_file():
+            return []
+        lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+        return [line for line in lines if line]
+
+    def role_of(self, name: str) -> str | None:
+        return next((role for role in ROLES if name in self.roster(role)), None)
+
+    def check_name(self, name: str) -> str | None:
+        """Why ``name`` cannot be a user of this class, or None when it can."""
+        account = self.account(name)
+        if not NAME.fullmatch(name):
+            return (f"{name!r} is not a valid user name: use lower-case letters, digits, '-' "
+                    "and '_', starting with a letter")
+        if len(account) > MAX_ACCOUNT_NAME:
+            return (f"{name!r} is too long: its system account {account!r} would have more "
+                    f"than {MAX_ACCOUNT_NAME} characters")
+        return None
+
+    def add(self, names: Iterable[str], role: str) -> list[str]:
+        """Put ``names`` on the roster as ``role``; return those that were not there yet.
+
+        Raises:
+            ValueError: a name is invalid, or already on the roster in the other role.
+        """
+        names = list(dict.fromkeys(names))
+        problems = [p for p in map(self.check_name, names) if p]
+        problems += [f"{name!r} is already on the roster as {other}; remove it first"
+                     for name in names
+                     if (other := self.role_of(name)) not in (None, role)]
+        if problems:
+            raise ValueError("; ".join(problems))
+        new = [name for name in names if name not in self.roster(role)]
+        self.prepare()
+        with self.roster_file(role).open("a") as roster:
+            roster.writelines(f"{name}\n" for name in new)
+        return new
+
+    def remove(self, names: Iterable[str]) -> list[str]:
+        """Take ``names`` off the roster; return those that were on it. Their files stay."""
+        removed = []
+        for role in ROLES:
+            kept = [name for name in self.roster(role) if name not in names]
+            removed += [name for name in self.roster(role) if name in names]
+            if self.roster_file(role).is_file():
+                self.roster_file(role).write_text("".join(f"{name}\n" for name in kept))
+        return removed
+
+    # ---- passwords
+
+    @property
+    def password_file(self) -> Path:
+        return self.hub_dir / "passwords.json"
+
+    def _hashes(self) -> dict[str, str]:
+        if not self.password_file.is_file():
+            return {}
+        return json.loads(self.password_file.read_text())
+
+    def new_password(self, name: str) -> str:
+        """Give ``name`` a new random password; store only its hash, return the password."""
+        password = base64.urlsafe_b64encode(secrets.token_bytes(PASSWORD_BYTES)).decode()
+        salt = secrets.token_bytes(16)
+        digest = hashlib.scrypt(password.encode(), salt=salt, **SCRYPT)
+        hashes = self._hashes()
+        hashes[name] = f"scrypt${salt.hex()}${digest.hex()}"
+        self.prepare()
+        # Written next to the file and renamed: a crash never leaves half a password file.
+        fd, staging = tempfile.mkstemp(dir=self.hub_dir, prefix=".passwords-")
+        with os.fdopen(fd, "w") as out:
+            json.dump(hashes, out, indent=1, sort_keys=True)
+        os.replace(staging, self.password_file)
+        return password
+
+    def has_password(self, name: str) -> bool:
+        return name in self._hashes()
+
+    def check_password(self, name: str, password: str) -> bool:
+        """Whether ``password`` is the one ``name`` was given (constant time in the hash)."""
+        stored = self._hashes().get(name)
+        if stored is None:
+            return False
+        _, salt, digest = stored.split("$")
+        candidate = hashlib.scrypt(password.encode(), salt=bytes.fromhex(salt), **SCRYPT)
+        return hmac.compare_digest(candidate.hex(), digest)
+
+    # ---- system accounts
+
+    def account(self, name: str) -> str:
+        """The system account of the learner ``name``."""
+        return f"{self.prefix}{name}"
+
+    def ensure_account(self, name: str) -> pwd.struct_passwd:
+        """The learner's system account and home folder, created when missing.
+
+        The account has no password (nobody logs in to the machine with it) and its home is
+        ``<state>/home/<name>``, readable by that account alone.
+
+        Raises:
+            PermissionError: not root, and the account does not exist yet.
+            RuntimeError: useradd failed.
+        """
+        account = self.account(name)
+        home = self.home(name)
+        try:
+            entry = pwd.getpwnam(account)
+        except KeyError:
+            if os.geteuid() != 0:
+                raise PermissionError(f"creating the system account {account!r} needs root: "
+                                      "run this command with sudo") from None
+            result = subprocess.run(
+                ["useradd", "--no-create-home", "--home-dir", str(home), "--shell", "/bin/bash",
+                 "--user-group", "--comment", f"Build the Transformer learner {name}", account],
+                capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                raise RuntimeError(f"useradd {account} failed: {result.stderr.strip()}") from None
+            entry = pwd.getpwnam(account)
+        self.prepare()
+        home.mkdir(exist_ok=True)
+        os.chown(home, entry.pw_uid, entry.pw_gid)
+        home.chmod(0o700)
+        return entry

@@ -1,0 +1,58 @@
+"""JupyterHub's configuration of the class server, read by `make hub`:
+
+    jupyterhub -f autograder/hub/jupyterhub_config.py --JupyterHub.bind_url=http://127.0.0.1:8000
+
+Accounts: the people on the class's roster log in at ``/hub/login`` with the password that
+``python -m autograder hub add ...`` printed for them (autograder/hub/auth.py and
+classroom.py); nobody else can. Instructors are the hub's admins.
+
+nbgrader is set up as its documentation for one class with one grader describes: one
+exchange for everyone, the instructor's server on the course with the gradebook, learners'
+servers without the instructor tools (the course's Jupyter configuration layers, see
+autograder/learner/jupyter/README.md).
+
+Everything the hub keeps is in the class's state folder (``$TRANSFORMER_HUB_STATE``, by default
+build/hub/), so a restart finds the accounts, the exchange, the gradebook and everybody's files
+as they were.
+"""
+
+import os
+
+from autograder.course import ROOT
+from autograder.hub.auth import RosterAuthenticator
+from autograder.hub.classroom import Classroom
+from autograder.hub.spawner import ClassSpawner
+
+if os.geteuid() != 0:
+    raise SystemExit("The class server runs each learner's JupyterLab as the learner's own system "
+                     "account, which needs root: run `sudo make hub`.")
+
+classroom = Classroom.from_env()
+classroom.prepare()
+learners, instructors = classroom.roster("learner"), classroom.roster("instructor")
+if not instructors:
+    raise SystemExit(f"The class in {classroom.state} has no instructor yet: add one with "
+                     "`.venv/bin/python -m autograder hub add NAME --instructor`, then start "
+                     "the hub again.")
+
+c = get_config()  # noqa: F821 (JupyterHub provides get_config when it reads this file)
+
+# Only this machine by default; `make hub HUB_URL=...` (--JupyterHub.bind_url) says otherwise.
+c.JupyterHub.bind_url = "http://127.0.0.1:8000"
+c.JupyterHub.db_url = f"sqlite:///{classroom.hub_dir / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(classroom.hub_dir / "jupyterhub_cookie_secret")
+c.ConfigurableHTTPProxy.pid_file = str(classroom.hub_dir / "jupyterhub-proxy.pid")
+# The proxy that `make hub` installs with npm (autograder/hub/package.json).
+c.ConfigurableHTTPProxy.command = [
+    str(ROOT / "build" / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy")]
+
+c.JupyterHub.authenticator_class = RosterAuthenticator
+# The roster as it is now; RosterAuthenticator reads it again at every login.
+c.Authenticator.allowed_users = set(learners) | set(instructors)
+c.Authenticator.admin_users = set(instructors)
+
+c.JupyterHub.spawner_class = ClassSpawner
+c.Spawner.default_url = "/lab"
+# A first start imports JupyterLab and nbgrader on a busy machine: give it time.
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 120

@@ -1,0 +1,359 @@
+"""The class server (`make hub`) end to end, in a real browser.
+
+The hub starts as the Makefile starts it (``jupyterhub -f autograder/hub/jupyterhub_config.py``,
+the proxy from build/proxy), on free localhost ports, with a state folder of its own and system
+accounts under a prefix of this run (removed at the end). An instructor releases chapter 2
+into the class's exchange; two learners log in, fetch it from the Assignment List, each fills
+the softmax exercise (alice correctly, bob with a bug from the course's mutants), validates
+and submits. The hub restarts and alice's work is still there. The instructor collects from
+the exchange, grades, exports the CSV and releases the feedback; each learner fetches and
+reads their own feedback page and cannot reach the other's.
+
+Needs root (learners' servers run as their own accounts), Debian's Chromium and the proxy
+(`make test` installs both); outside CI a missing one skips, in CI (CI=true) it fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import os
+import pwd
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import nbformat
+import pytest
+from conftest import in_ci
+from test_browser import KERNEL_IDLE_JS, UI_MS, _screenshot
+
+from autograder.course import COURSE_ID
+from autograder.demo.sample_class import load_chapter, mutant_source
+from autograder.exercises.registry import all_exercises
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+ROOT = Path(__file__).resolve().parents[1]
+PROXY = ROOT / "build" / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
+CHAPTER = "ch02_attention"
+NOTEBOOK = f"{CHAPTER}/{CHAPTER}.ipynb"
+EXERCISE = "ch02.softmax"
+BUG = "softmax_axis_ignored"
+LEARNERS = ("alice", "bob")
+INSTRUCTOR = "carol"
+HUB_START_S = 90
+SPAWN_MS = 180_000
+VALIDATE_MS = 180_000
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+def _needs(reason: str) -> None:
+    if in_ci():
+        pytest.fail(f"CI must run the class-server test, but {reason}")
+    pytest.skip(reason)
+
+
+def _run(*args: str, env: dict[str, str], timeout: float = 600) -> str:
+    """``python -m autograder ARGS`` as the instructor types it; its output."""
+    result = subprocess.run([sys.executable, "-m", "autograder", *args], env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"autograder {' '.join(args)}:\n{result.stdout}{result.stderr}"
+    return result.stdout
+
+
+@dataclass
+class Hub:
+    """A running class server and what the test needs to know about it."""
+
+    state: Path
+    root: Path  # the course's root (a copy holding chapter 2)
+    env: dict[str, str]
+    passwords: dict[str, str]
+    prefix: str
+    ports: tuple[int, int, int]
+    log: Path
+    process: subprocess.Popen | None = None
+    starts: int = 0
+    accounts: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.ports[0]}"
+
+    def start(self) -> None:
+        """Start the hub as `make hub` does and wait until its login page answers."""
+        public, api, proxy_api = self.ports
+        self.starts += 1
+        command = [str(Path(sys.executable).parent / "jupyterhub"),
+                   "-f", str(ROOT / "autograder" / "hub" / "jupyterhub_config.py"),
+                   f"--JupyterHub.bind_url=http://127.0.0.1:{public}",
+                   f"--JupyterHub.hub_bind_url=http://127.0.0.1:{api}",
+                   f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{proxy_api}"]
+        with self.log.open("a") as log:
+            log.write(f"---- start {self.starts}\n")
+            log.flush()
+            self.process = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + HUB_START_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"the hub exited with {self.process.returncode}:\n"
+                            f"{self.log.read_text()}")
+            if self.status(f"{self.url}/hub/login") == 200:
+                return
+            time.sleep(0.5)
+        pytest.fail(f"the hub did not answer within {HUB_START_S} s:\n{self.log.read_text()}")
+
+    def stop(self) -> None:
+        """Stop the hub as Ctrl-C does (it stops the servers and the proxy), else kill all."""
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=60)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # the proxy, if it was left behind
+        self.process.wait()
+        self.process = None
+
+    @staticmethod
+    def status(url: str) -> int | None:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return None
+
+
+@pytest.fixture(scope="module")
+def hub(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
+        free_port: Callable[[], int]) -> Iterator[Hub]:
+    """A class with two learners and an instructor, chapter 2 released into its exchange."""
+    if os.geteuid() != 0:
+        _needs("the class server runs learners' servers as their own accounts, which needs "
+               "root")
+    if not PROXY.is_file():
+        _needs(f"{PROXY} is missing: run `make proxy` (needs npm)")
+    base = tmp_path_factory.mktemp("hub")
+    state, root = base / "state", base / "course"
+    for folder in ("solutions", "notebooks"):
+        (root / folder).mkdir(parents=True)
+        subprocess.run(["cp", "-r", str(ROOT / folder / CHAPTER), str(root / folder)], check=True)
+    prefix = f"t{secrets.token_hex(3)}-"
+    env = {**os.environ, "TRANSFORMER_HUB_STATE": str(state),
+           "TRANSFORMER_HUB_USER_PREFIX": prefix, "AUTOGRADER_SECRET": secrets.token_hex(16)}
+    server = Hub(state, root, env, {}, prefix, (free_port(), free_port(), free_port()),
+                 base / "hub.log")
+    try:
+        for names, extra in ((LEARNERS, ()), ((INSTRUCTOR,), ("--instructor",))):
+            out = _run("hub", "add", *names, *extra, env=env)
+            server.accounts += [prefix + name for name in names if name in LEARNERS]
+            server.passwords.update(re.findall(r"^(\w+)  (\S+)$", out, flags=re.M))
+        assert sorted(server.passwords) == sorted([*LEARNERS, INSTRUCTOR])
+        course = ["--root", str(root), "--course-dir", str(state / "course")]
+        _run("release", "ch02", "--exchange", str(state / "exchange"), *course, env=env)
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        print(f"hub log: {server.log}")
+        for account in server.accounts:
+            subprocess.run(["userdel", account], capture_output=True, check=False)
+
+
+# ----------------------------------------------------------------------------- the browser side
+
+
+def _log_in(page: Page, hub: Hub, name: str) -> None:
+    """Log in at /hub/login and wait until the learner's JupyterLab is up."""
+    page.goto(f"{hub.url}/hub/login")
+    page.fill("#username_input", name)
+    page.fill("#password_input", hub.passwords[name])
+    page.click("#login_submit")
+    page.locator("#jp-MainMenu").get_by_text("File", exact=True).wait_for(timeout=SPAWN_MS)
+
+
+def _assignment_list(page: Page) -> None:
+    page.locator("#jp-MainMenu").get_by_text("Nbgrader", exact=True).click()
+    page.locator("#jp-mainmenu-nbgrader").get_by_text("Assignment List", exact=True).click()
+    page.locator("#released_assignments_list").wait_for(timeout=UI_MS)
+
+
+def _notebook_file(hub: Hub, name: str) -> Path:
+    return hub.state / "home" / name / NOTEBOOK
+
+
+def _fill_exercise(page: Page, hub: Hub, name: str, source: str) -> None:
+    """Open the fetched notebook, replace the exercise's stub with ``source`` and save."""
+    page.goto(f"{hub.url}/user/{name}/lab/tree/{NOTEBOOK}?reset")
+    page.wait_for_function(KERNEL_IDLE_JS, timeout=SPAWN_MS)
+    stub = page.locator(".jp-CodeCell", has_text="def softmax(x, axis=-1):").first
+    stub.locator(".cm-content").click()
+    page.keyboard.press("ControlOrMeta+a")
+    # Inserted as one piece of text: no auto-indent or bracket closing, as when pasting.
+    page.keyboard.insert_text(source)
+    page.keyboard.press("ControlOrMeta+s")
+    marker = source.strip().splitlines()[-1].strip()
+    deadline = time.monotonic() + UI_MS / 1000
+    while marker not in _softmax_source(hub, name):
+        assert time.monotonic() < deadline, f"{name}'s notebook was not saved with the edit"
+        time.sleep(0.5)
+
+
+def _softmax_source(hub: Hub, name: str) -> str:
+    path = _notebook_file(hub, name)
+    if not path.is_file():
+        return ""
+    nb = nbformat.read(path, as_version=4)
+    return next(c.source for c in nb.cells if "def softmax(" in c.source)
+
+
+def _validate(page: Page) -> str:
+    """Press Validate; return the text of nbgrader's result dialog, then close it."""
+    page.locator(".jp-NotebookPanel-toolbar .validate-button").click()
+    dialog = page.locator(".jp-Dialog", has_text="Validat")
+    dialog.wait_for(timeout=VALIDATE_MS)
+    page.wait_for_function(
+        "() => !(document.querySelector('.jp-Dialog')?.innerText || '').includes('Validating')",
+        timeout=VALIDATE_MS)
+    text = dialog.inner_text()
+    dialog.locator("button").last.click()
+    return text
+
+
+def _learner_works(page: Page, hub: Hub, name: str, source: str, shots: Path) -> str:
+    """Log in, fetch chapter 2, fill the exercise, validate and submit; the validation text."""
+    _log_in(page, hub, name)
+    _assignment_list(page)
+    released = page.locator("#released_assignments_list")
+    released.get_by_text(CHAPTER).wait_for(timeout=UI_MS)
+    assert COURSE_ID in released.inner_text()
+    released.get_by_role("button", name="Fetch").click()
+    page.locator("#fetched_assignments_list").get_by_text(CHAPTER).first.wait_for(timeout=UI_MS)
+    assert _notebook_file(hub, name).is_file(), "fetched into the learner's own folder"
+
+    _fill_exercise(page, hub, name, source)
+    validation = _validate(page)
+
+    _assignment_list(page)
+    fetched = page.locator("#fetched_assignments_list")
+    fetched.get_by_role("button", name="Submit").first.click()
+    page.locator("#submitted_assignments_list .list_item").first.wait_for(timeout=UI_MS)
+    _screenshot(page, shots, f"{name}_submitted")
+    inbound = hub.state / "exchange" / COURSE_ID / "inbound"
+    assert list(inbound.glob(f"{name}+{CHAPTER}+*")), f"{name}'s submission is not in {inbound}"
+    return validation
+
+
+def _fetch_feedback(page: Page, hub: Hub, name: str, shots: Path) -> Path:
+    """Log in, fetch the feedback in the Assignment List; the feedback page in the home."""
+    _log_in(page, hub, name)
+    _assignment_list(page)
+    submitted = page.locator("#submitted_assignments_list")
+    submitted.get_by_text("feedback available to fetch").wait_for(timeout=UI_MS)
+    submitted.get_by_role("button", name="Fetch Feedback").click()
+    submitted.get_by_text("(view feedback)").wait_for(timeout=UI_MS)
+    _screenshot(page, shots, f"{name}_assignment_list")
+    pages = list((hub.state / "home" / name / CHAPTER / "feedback").glob(f"*/{CHAPTER}.html"))
+    assert len(pages) == 1, pages
+    return pages[0]
+
+
+# ----------------------------------------------------------------------------- the test
+
+
+def test_a_class_fetches_submits_and_gets_its_own_feedback(
+    browser: Browser, hub: Hub, tmp_path: Path
+) -> None:
+    chapter = load_chapter(CHAPTER, hub.root)
+    sources = {"alice": chapter.solutions[EXERCISE], "bob": mutant_source(EXERCISE, BUG)}
+    points = {e.id: e.points for e in all_exercises()}
+
+    # A wrong password is refused.
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(f"{hub.url}/hub/login")
+        page.fill("#username_input", "alice")
+        page.fill("#password_input", hub.passwords["bob"])
+        page.click("#login_submit")
+        page.locator(".login_error").wait_for(timeout=UI_MS)
+    finally:
+        context.close()
+
+    validations = {}
+    for name in LEARNERS:
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        try:
+            validations[name] = _learner_works(context.new_page(), hub, name, sources[name],
+                                               tmp_path)
+        finally:
+            context.close()
+    # Validate runs the visible checks: bob's softmax fails them, alice's passes.
+    assert f"{EXERCISE} (visible checks) failed" in validations["bob"], validations["bob"]
+    assert f"{EXERCISE} (visible checks) failed" not in validations["alice"]
+    # Each learner's folder is theirs alone.
+    for name in LEARNERS:
+        home = hub.state / "home" / name
+        assert home.stat().st_uid == pwd.getpwnam(hub.prefix + name).pw_uid
+        assert home.stat().st_mode & 0o777 == 0o700
+
+    # A restart of the hub keeps the accounts and the learners' work.
+    hub.stop()
+    hub.start()
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        _log_in(page, hub, "alice")
+        page.goto(f"{hub.url}/user/alice/lab/tree/{NOTEBOOK}?reset")
+        marker = sources["alice"].strip().splitlines()[-1].strip()
+        page.locator(".jp-CodeCell", has_text=marker).first.wait_for(timeout=SPAWN_MS)
+    finally:
+        context.close()
+
+    # The instructor collects, grades, exports and releases the feedback (as root).
+    course = ["--root", str(hub.root), "--course-dir", str(hub.state / "course")]
+    exchange = str(hub.state / "exchange")
+    assert "collected 2 submission(s)" in _run("collect", "--exchange", exchange, "--chapter",
+                                               "ch02", *course, env=hub.env)
+    _run("autograde", "ch02", "--jobs", "2", *course, env=hub.env)
+    rows = {row["student"]: row for row in csv.DictReader(io.StringIO(
+        _run("export", "-o", "-", *course, env=hub.env)))}
+    assert float(rows["alice"]["score"]) == points[EXERCISE], rows  # the exercise's full marks
+    assert float(rows["bob"]["score"]) == 0, rows
+    assert rows["alice"]["max_score"] == rows["bob"]["max_score"]
+    assert "released the feedback of 2 submission(s)" in _run(
+        "feedback", "ch02", "--exchange", exchange, *course, env=hub.env)
+
+    # Each learner fetches and reads their own feedback, and cannot reach the other's.
+    for name, other in (("alice", "bob"), ("bob", "alice")):
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        try:
+            page = context.new_page()
+            feedback = _fetch_feedback(page, hub, name, tmp_path)
+            relative = feedback.relative_to(hub.state / "home" / name).as_posix()
+            page.goto(f"{hub.url}/user/{name}/files/{relative}")
+            text = page.locator("body").inner_text()
+            expected = f"{points[EXERCISE] if name == 'alice' else 0:g}"
+            assert re.search(rf"Score: {expected}(\.0)? / ", text), text[:500]
+            response = page.goto(f"{hub.url}/user/{other}/files/{relative}")
+            assert response is not None and response.status in (403, 404), (
+                f"{name} reached {other}'s feedback: {response and response.status}")
+        finally:
+            context.close()

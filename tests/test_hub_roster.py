@@ -1,0 +1,90 @@
+"""The class server's roster, passwords and accounts (`python -m autograder hub ...`), and who
+its authenticator lets in. The whole hub in a browser is tests/test_hub.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pwd
+import re
+import secrets
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from autograder.cli import main
+from autograder.hub.auth import RosterAuthenticator
+from autograder.hub.classroom import PREFIX_ENV, STATE_ENV, Classroom
+
+
+@pytest.fixture
+def classroom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Classroom]:
+    """An empty class in a temporary state folder; accounts under a prefix of this test."""
+    prefix = f"t{secrets.token_hex(3)}-"
+    monkeypatch.setenv(STATE_ENV, str(tmp_path / "state"))
+    monkeypatch.setenv(PREFIX_ENV, prefix)
+    room = Classroom.from_env()
+    yield room
+    for role in ("learner", "instructor"):
+        for name in room.roster(role):
+            subprocess.run(["userdel", room.account(name)], capture_output=True, check=False)
+
+
+def _passwords(out: str) -> dict[str, str]:
+    return dict(re.findall(r"^(\w+)  (\S+)$", out, flags=re.M))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating system accounts needs root")
+def test_add_creates_accounts_and_prints_passwords_once(classroom: Classroom, capsys) -> None:
+    assert main(["hub", "add", "alice", "bob"]) == 0
+    passwords = _passwords(capsys.readouterr().out)
+    assert sorted(passwords) == ["alice", "bob"]
+    assert classroom.check_password("alice", passwords["alice"])
+    assert not classroom.check_password("alice", passwords["bob"])
+    # Only hashes are stored, in a folder only root can read.
+    stored = classroom.password_file.read_text()
+    assert passwords["alice"] not in stored and "scrypt$" in json.loads(stored)["alice"]
+    assert classroom.hub_dir.stat().st_mode & 0o777 == 0o700
+    for name in ("alice", "bob"):
+        entry = pwd.getpwnam(classroom.account(name))
+        home = classroom.home(name)
+        assert (home.stat().st_uid, home.stat().st_mode & 0o777) == (entry.pw_uid, 0o700)
+
+    # Adding again keeps the password; `hub password` replaces it.
+    assert main(["hub", "add", "alice"]) == 0
+    assert _passwords(capsys.readouterr().out) == {}
+    assert main(["hub", "password", "alice"]) == 0
+    new = _passwords(capsys.readouterr().out)["alice"]
+    assert classroom.check_password("alice", new)
+    assert not classroom.check_password("alice", passwords["alice"])
+
+
+def test_bad_names_and_double_roles_are_refused(classroom: Classroom, capsys) -> None:
+    for name in ("Alice", "al ice", "1alice", "x" * 40):
+        assert main(["hub", "add", name, "--instructor"]) == 1
+        assert "not a valid user name" in capsys.readouterr().err or len(name) == 40
+    assert main(["hub", "add", "carol", "--instructor"]) == 0
+    assert main(["hub", "add", "carol"]) == 1
+    assert "already on the roster as instructor" in capsys.readouterr().err
+    assert main(["hub", "password", "dave"]) == 1
+    assert "not on the roster" in capsys.readouterr().err
+
+
+def test_the_authenticator_follows_the_roster(classroom: Classroom, capsys) -> None:
+    assert main(["hub", "add", "carol", "--instructor"]) == 0
+    password = _passwords(capsys.readouterr().out)["carol"]
+    auth = RosterAuthenticator()
+
+    def login(name: str, secret: str) -> dict | None:
+        return asyncio.run(auth.authenticate(None, {"username": name, "password": secret}))
+
+    assert login("carol", password) == {"name": "carol", "admin": True}
+    assert login("carol", password + "x") is None
+    assert login("mallory", password) is None
+    assert auth.check_allowed("carol") and not auth.check_allowed("mallory")
+    # Taken off the roster, carol can no longer log in, even with her password.
+    assert main(["hub", "remove", "carol"]) == 0
+    assert login("carol", password) is None and not auth.check_allowed("carol")
