@@ -604,7 +604,7 @@ def dropout_problem(got: Tensor, base: Tensor, p: float) -> str | None:
     unscaled = (got - base).abs() < tolerance
     if bool((dropped | kept).all()) and bool(dropped.any()) and bool(kept.any()):
         return None
-    if bool(unscaled.all()):
+    if bool(unscaled.all()) or not bool(dropped.any()):
         return "no value was dropped"
     if bool((dropped | unscaled).all()):
         return ("some values were set to 0 but the others were not divided by 1 - p "
