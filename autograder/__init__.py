@@ -4,7 +4,7 @@ Notebook test cells call :func:`check`; other code uses :func:`grade_function` a
 :func:`exercises`::
 
     from autograder import check, grade_function, exercises
-    check("ch02.softmax", softmax)               # prints a line, or raises AssertionError
+    check("ch02.softmax", softmax)               # prints a line, or raises CheckFailed
     r = grade_function("ch02.softmax", softmax, hidden=True)
     r.passed, r.message
 

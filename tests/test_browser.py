@@ -376,6 +376,9 @@ def test_release_notebook_stops_at_the_first_stub(
     assert len(errors) == 1, f"expected one error, at the first stub's check ({shot}): {errors}"
     assert "NotImplementedError" in errors[0], errors[0]
     assert "ch01.positional_encoding (visible checks) failed" in errors[0], errors[0]
+    # The learner reads the check's sentence first, not a traceback through the grader.
+    assert errors[0].lstrip().startswith("ch01.positional_encoding"), errors[0]
+    assert "Traceback" not in errors[0] and "registry.py" not in errors[0], errors[0]
     # The run stopped there: the cells after the failing check were not executed.
     prompts = _prompts(page)
     assert any(prompt.strip() in ("[ ]:", "[ ]") for prompt in prompts), prompts

@@ -17,8 +17,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Sequence
+import re
+import sys
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
 import numpy as np
@@ -133,12 +138,178 @@ def _first_change(before: Any, after: Any, path: str) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class ErrorHint:
+    """A sentence added to the message when the learner's code raised a known kind of error.
+
+    Attributes:
+        message: the sentence.
+        errors: names of the exception types it explains (``"ValueError"``, ...).
+        pattern: a regular expression that the exception's message must contain.
+        line: a regular expression that the learner's failing line must contain, or None.
+        test: a further condition on the exception's message, or None.
+    """
+
+    message: str
+    errors: tuple[str, ...]
+    pattern: str = ""
+    line: str | None = None
+    test: Callable[[str], bool] | None = None
+
+    def matches(self, error: BaseException) -> bool:
+        text = str(error)
+        if type(error).__name__ not in self.errors or not re.search(self.pattern, text):
+            return False
+        if self.test is not None and not self.test(text):
+            return False
+        if self.line is None:
+            return True
+        where = learner_location(error)
+        return where is not None and bool(re.search(self.line, where.get("text") or ""))
+
+
+def _axis_dropped(text: str) -> bool:
+    """Whether a broadcast error names two shapes, one of them the other with an axis removed
+    (what a reduction without keepdims leaves)."""
+    shapes = [tuple(int(n) for n in re.findall(r"\d+", s))
+              for s in re.findall(r"\(([\d,\s]*)\)", text)]
+    return any(len(a) == len(b) + 1 and any(a[:i] + a[i + 1:] == b for i in range(len(a)))
+               for a in shapes for b in shapes)
+
+
+# Mistakes that learners' code commonly raises, in any chapter; the first match is used.
+COMMON_ERROR_HINTS = (
+    ErrorHint("`.T` reverses every axis of a batched array, not only the last two: swap the "
+              "last two axes with np.swapaxes(k, -1, -2) (or k.swapaxes(-1, -2)).",
+              ("ValueError",), r"matmul: .*mismatch in its core dimension", line=r"\.T\b"),
+    ErrorHint("a reduction (max, sum, mean, var) without keepdims=True drops its axis, so the "
+              "result no longer lines up with the array it came from: pass keepdims=True.",
+              ("ValueError",), r"could not be broadcast together", test=_axis_dropped),
+    ErrorHint("the new shape does not hold the array's elements: take the leading sizes from "
+              "the array instead of assuming a fixed number of axes, e.g. "
+              "`*lead, n, d = x.shape` and then `x.reshape(*lead, n, h, d // h)`.",
+              ("ValueError", "RuntimeError"), r"cannot reshape array of size|is invalid for "
+              r"input of size"),
+    ErrorHint("a transpose with an explicit list of axes needs one entry per axis, so it fits "
+              "one number of batch axes only: swap two axes counted from the end instead, "
+              "np.swapaxes(x, -2, -3) (in torch x.transpose(-2, -3)).",
+              ("ValueError", "RuntimeError"), r"axes don't match array|number of dims don't "
+              r"match in permute"),
+    ErrorHint("the code unpacks a shape into a fixed number of names, but the inputs here have "
+              "another number of leading (batch) axes: take sizes from the end, e.g. "
+              "`*batch, n, d = x.shape` or `x.shape[-1]`.",
+              ("ValueError",), r"(too many|not enough) values to unpack"),
+    ErrorHint("torch tensors have no .astype: convert with .to(dtype) (e.g. x.to(torch.float64)) "
+              "or .bool(), .long(), .double().", ("AttributeError",),
+              r"'Tensor' object has no attribute 'astype'"),
+    ErrorHint("after transpose a tensor is no longer contiguous, so .view cannot merge its "
+              "axes: use .reshape(...) (or .contiguous().view(...)).", ("RuntimeError",),
+              r"view size is not compatible"),
+    ErrorHint("two tensors of different dtypes meet: the grader runs your module in float64, "
+              "so a tensor created inside forward with the default float32 does not fit. "
+              "Create new tensors with dtype=x.dtype (and device=x.device) or torch.zeros_like.",
+              ("RuntimeError",), r"same dtype|expected scalar type|expected m1 and m2"),
+    ErrorHint("`~mask` needs a boolean mask, and masks may come as 0/1 numbers: convert first "
+              "with np.asarray(mask, dtype=bool).", ("TypeError",),
+              r"ufunc 'invert' not supported"),
+    ErrorHint("`~mask` needs a bool tensor: convert a 0/1 mask with mask.bool() first (or "
+              "compare, mask == 0).", ("TypeError",), r"operator.invert\) is only implemented"),
+    ErrorHint("`if`, `and`, `or` and `not` need a single truth value, not an array: use "
+              "np.where / torch.where for element-wise choices and & | for masks.",
+              ("ValueError", "RuntimeError"), r"(truth|Boolean) value of .* is ambiguous"),
+    ErrorHint("a value is None: an optional argument used without a check (mask=None means "
+              "no mask: `if mask is not None:`), or a helper without `return`.",
+              ("TypeError", "AttributeError"), r"'NoneType'"),
+)
+
+
+def learner_location(error: BaseException) -> dict[str, Any] | None:
+    """Where the learner's code raised ``error``: ``{"line", "text", "function"}`` of the
+    innermost line of the learner's own code, or None.
+
+    In a learner's sandboxed process that line comes with the error (``learner_line``);
+    for a local function it is the innermost frame outside Python's libraries and the
+    course's own packages (the mutants of :mod:`autograder.demo` count as learner code).
+    """
+    where = getattr(error, "learner_line", None)
+    if isinstance(where, dict):
+        return where
+    found = None
+    for frame in traceback.extract_tb(error.__traceback__):
+        if _is_learner_file(frame.filename):
+            found = frame
+    if found is None:
+        return None
+    return {"line": found.lineno, "text": (found.line or "").strip(), "function": found.name}
+
+
+_LIBRARIES = tuple(str(Path(p).resolve()) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+_COURSE = Path(__file__).resolve().parents[2]
+_NOT_LEARNER = (_COURSE / "autograder", _COURSE / "transformer_ref")
+
+
+def _is_learner_file(filename: str) -> bool:
+    if filename.startswith("<") and not filename.startswith(("<cell ", "<ipython-input")):
+        return False
+    path = Path(filename).resolve()
+    if str(path).startswith(_LIBRARIES) or "site-packages" in path.parts:
+        return False
+    demo = _COURSE / "autograder" / "demo"
+    return path.is_relative_to(demo) or not any(path.is_relative_to(p) for p in _NOT_LEARNER)
+
+
+def describe_location(error: BaseException) -> str:
+    """``"(in `softmax`, line 3: `e = np.exp(x - x.max(axis=axis))`)"``, or ``""``."""
+    where = learner_location(error)
+    if not where:
+        return ""
+    text = where.get("text") or ""
+    shown = f": `{text if len(text) <= 120 else text[:117] + '...'}`" if text else ""
+    function = where.get("function") or "your code"
+    name = "your code" if function == "<module>" else f"`{function}`"
+    return f"(in {name}, line {where.get('line')}{shown})"
+
+
+class LearnerError(CheckFailure):
+    """The learner's code raised ``error`` during the call ``where``; the message gives the
+    error, the learner's own failing line and, for a known mistake, a hint."""
+
+    def __init__(self, where: str, error: BaseException, hint: str | None = None) -> None:
+        self.where, self.error = where, error
+        if hint is None:
+            hint = next((h.message for h in COMMON_ERROR_HINTS if h.matches(error)), None)
+        self.hint = hint
+        text = f"{where} raised {type(error).__name__}: {str(error).strip() or '(no message)'}"
+        location = describe_location(error)
+        if location:
+            text += f" {location}"
+        if hint:
+            text += f" Hint: {hint}"
+        super().__init__(text)
+
+
+@contextmanager
+def error_hints(hints: Iterable[ErrorHint]) -> Iterator[None]:
+    """Within the block, a :class:`LearnerError` that one of ``hints`` explains carries that
+    hint instead of a generic one (list the most specific hints first)."""
+    hints = list(hints)
+    try:
+        yield
+    except LearnerError as exc:
+        for hint in hints:
+            if hint.matches(exc.error):
+                raise LearnerError(exc.where, exc.error, hint.message) from exc.error
+        raise
+
+
 def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call the learner's ``fn``; its exceptions and in-place edits become :class:`CheckFailure`.
 
     Raises:
-        CheckFailure: ``fn`` raised (message gives the call, exception type and text), is still
-            the stub, or modified one of its array arguments in place.
+        LearnerError: ``fn`` raised (a :class:`CheckFailure`; the message gives the call, the
+            exception's type and text, the learner's failing line and a hint for known
+            mistakes; ``__cause__`` is the exception).
+        CheckFailure: ``fn`` is still the stub, or modified one of its array arguments in place.
     """
     where = describe_call(fn, args, kwargs)
     before = copy.deepcopy((args, kwargs))
@@ -150,8 +321,7 @@ def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             "Replace the `raise NotImplementedError()` line with your implementation."
         ) from exc
     except (Exception, SystemExit) as exc:
-        text = str(exc) or "(no message)"
-        raise CheckFailure(f"{where} raised {type(exc).__name__}: {text}") from exc
+        raise LearnerError(where, exc) from exc
     for i, (old, new) in enumerate(zip(before[0], args, strict=True)):
         changed = _first_change(old, new, f"argument {i + 1}")
         if changed:
@@ -169,22 +339,41 @@ def expect_raises(
     errors: type[BaseException] | tuple[type[BaseException], ...],
     *args: Any,
     reason: str,
+    mentions: Sequence[Any] = (),
     **kwargs: Any,
-) -> None:
-    """Check that ``fn(*args, **kwargs)`` raises one of ``errors`` because of ``reason``."""
+) -> BaseException:
+    """Check that ``fn(*args, **kwargs)`` raises one of ``errors`` because of ``reason``.
+
+    Args:
+        reason: the rule the arguments break, as the message tells it to the learner.
+        mentions: values the exception's message must show (e.g. the offending numbers),
+            compared as text.
+
+    Returns:
+        The exception raised.
+    """
     errors = errors if isinstance(errors, tuple) else (errors,)
     names = " or ".join(e.__name__ for e in errors)
     where = describe_call(fn, args, kwargs)
     try:
         result = fn(*args, **kwargs)
-    except errors:
-        return
+    except errors as exc:
+        missing = [str(m) for m in mentions if str(m) not in str(exc)]
+        if missing:
+            fail(f"{where} raised {type(exc).__name__}: {exc!s} ({reason}), but the message "
+                 f"should show {' and '.join(str(m) for m in mentions)} so that whoever meets "
+                 f"it sees what is wrong: for example `raise {type(exc).__name__}(f\"... "
+                 f"{{...}} ...\")` with the values in the f-string.")
+        return exc
     except NotImplementedError as exc:
         raise CheckFailure(f"{where} raised NotImplementedError: the exercise is not done yet.") \
             from exc
     except (Exception, SystemExit) as exc:
+        location = describe_location(exc)
         fail(f"{where} should raise {names} ({reason}), but raised "
-             f"{type(exc).__name__}: {exc}")
+             f"{type(exc).__name__}: {exc}{' ' + location if location else ''}. Check the "
+             f"arguments first and `raise {errors[0].__name__}(...)` with a message that says "
+             f"why.")
     fail(f"{where} should raise {names} ({reason}), but it returned {describe(result)}. "
          f"Check the input and `raise {errors[0].__name__}(...)` with a message that says why.")
 
@@ -208,13 +397,15 @@ class Hint:
     """A sentence added to a failure message when the learner's output shows a known bug.
 
     Give either ``buggy`` (what the buggy formula returns on the same inputs; the hint fires
-    when the learner's array has its shape and matches it) or ``predicate`` (called with the
-    learner's array; the hint fires when it returns True).
+    when the learner's array has its shape and matches it within ``tolerance``, by default
+    the float32 one) or ``predicate`` (called with the learner's array; the hint fires when it
+    returns True).
     """
 
     message: str
     buggy: Any = None
     predicate: Callable[[np.ndarray], bool] | None = None
+    tolerance: tuple[float, float] = FLOAT32_TOLERANCE
 
     def matches(self, got: Any) -> bool:
         if not isinstance(got, np.ndarray):
@@ -227,7 +418,7 @@ class Hint:
                 return False
             if buggy.dtype == bool or got.dtype == bool:
                 return bool(np.array_equal(got.astype(bool), buggy.astype(bool)))
-            rtol, atol = FLOAT32_TOLERANCE
+            rtol, atol = self.tolerance
             return bool(np.allclose(got, buggy, rtol=rtol, atol=atol, equal_nan=True))
         except Exception:  # a hint must never break the failure message it decorates
             return False
@@ -301,6 +492,19 @@ def _shape_words(shape: tuple[int, ...] | None) -> str:
     return "" if shape is None else f" of shape {tuple(shape)}"
 
 
+# Why a result keeps the inputs' float dtype, and why a mask is boolean (for the messages).
+KEEP_DTYPE = "the result keeps the float dtype of the inputs, as the exercise says"
+BOOL_MASK_RULE = (
+    "the masks the course builds are boolean: functions that take a mask also accept 0/1 "
+    "numbers, but ~mask of 0/1 integers gives -1 and -2, not the opposite mask"
+)
+FLOAT32_ADVICE = (
+    "A NumPy float64 value such as np.sqrt(d) or np.float64(...) turns a float32 array into "
+    "float64 (a Python float such as d ** 0.5 does not); or convert at the end with "
+    ".astype(x.dtype)."
+)
+
+
 def compare(
     got: Any,
     expected: Any,
@@ -308,6 +512,7 @@ def compare(
     *,
     hints: Iterable[Hint] = (),
     dtype: str | np.dtype | type | None = None,
+    dtype_rule: str | None = None,
     rtol: float | None = None,
     atol: float | None = None,
 ) -> np.ndarray:
@@ -316,11 +521,16 @@ def compare(
     Floating results must match within the course tolerances of ``expected``'s dtype (or the
     given ``rtol``/``atol``); boolean and integer results must match exactly. On failure the
     message names the first problem, and the first of ``hints`` that recognises ``got`` adds
-    its sentence (so list the most specific hints first).
+    its sentence (so list the most specific hints first). A float result of another float
+    dtype than a required one fails after its values are compared, and a 0/1 array of numbers
+    where a boolean one is expected is compared as booleans first, so that the message can
+    say whether the values are right.
 
     Args:
         dtype: passed to :func:`expect_array`; by default ``"bool"`` for boolean ``expected``,
             ``"float"`` for floating ``expected``, otherwise ``expected``'s dtype.
+        dtype_rule: why the required dtype is required, for the message (default:
+            :data:`KEEP_DTYPE`, or :data:`BOOL_MASK_RULE` for boolean results).
 
     Returns:
         ``got`` as validated.
@@ -333,9 +543,16 @@ def compare(
             dtype = "float"
         else:
             dtype = expected.dtype
+    exact_float = not isinstance(dtype, str) and np.issubdtype(np.dtype(dtype), np.floating)
     hints = list(hints)
+    if (dtype == "bool" and _zeros_and_ones(got, expected.shape)
+            and np.array_equal(got.astype(bool), expected)):
+        fail(f"{what}: the 0s and 1s are in the right places, but the result has dtype "
+             f"{got.dtype} and {dtype_rule or BOOL_MASK_RULE}. Build the mask from a "
+             f"comparison, or convert it with .astype(bool).")
     try:
-        got = expect_array(got, what, shape=expected.shape, dtype=dtype)
+        got = expect_array(got, what, shape=expected.shape,
+                           dtype="float" if exact_float else dtype)
         if not np.issubdtype(expected.dtype, np.floating):
             _compare_exact(got, expected, what)
         else:
@@ -345,7 +562,18 @@ def compare(
                            default_atol if atol is None else atol)
     except CheckFailure as exc:
         raise CheckFailure(add_hint(str(exc), got, hints)) from None
+    if exact_float and got.dtype != np.dtype(dtype):
+        advice = FLOAT32_ADVICE if np.dtype(dtype) == np.float32 else \
+            f"Convert with .astype(np.{np.dtype(dtype)})."
+        fail(f"{what}: the values are right, but the result is {got.dtype} where "
+             f"{np.dtype(dtype)} is expected: {dtype_rule or KEEP_DTYPE}. {advice}")
     return got
+
+
+def _zeros_and_ones(got: Any, shape: tuple[int, ...]) -> bool:
+    """Whether ``got`` is a non-boolean numeric array of ``shape`` holding only 0 and 1."""
+    return (isinstance(got, np.ndarray) and got.shape == shape and got.dtype != np.bool_
+            and np.issubdtype(got.dtype, np.number) and bool(np.isin(got, (0, 1)).all()))
 
 
 def _compare_exact(got: np.ndarray, expected: np.ndarray, what: str) -> None:

@@ -139,3 +139,121 @@ def torch_cat_feature(x: Tensor, feature: Tensor) -> Tensor:
     import torch
 
     return torch.cat([x, feature[..., None].to(x.dtype)], dim=-1)
+
+
+# Log-probability of a token a table model never offers (padding, BOS): finite, so that a
+# learner's arithmetic never meets inf - inf, and far below anything that can win.
+NEVER = -1.0e4
+# Probability that a prefix the table does not list goes on instead of ending.
+UNLISTED_GOES_ON = 1.0e-6
+
+
+class TableModel:
+    """A model for checking beam search: its next-token log-probabilities come from a table.
+
+    ``entries`` holds rows ``[sentence, prefix, token, log_prob]``: after the generated ids
+    ``prefix`` (without BOS) of the sentence whose source starts with the id ``sentence``,
+    ``token`` has log-probability ``log_prob``. The probability the listed tokens leave is
+    shared evenly by the other ordinary tokens (the "fillers": not padding 0, BOS or EOS); a
+    prefix the table does not list ends: EOS gets all but :data:`UNLISTED_GOES_ON`. So beam
+    search on it follows a designed tree whose scores the checks know.
+
+    ``encode``, ``decode`` and ``generator`` carry what the table needs: the memory holds the
+    sentence id, the hidden states the position and the prefix. A decoder input that does not
+    start with ``bos_id`` reaches only unlisted prefixes. Like :class:`ScriptedModel` it is a
+    plain object that compares equal to a copy with the same settings, and the learner's
+    process builds it from :meth:`grading_recipe`.
+    """
+
+    def __init__(self, vocab: int, entries: list[list[Any]], bos_id: int, eos_id: int) -> None:
+        self.vocab, self.bos_id, self.eos_id = vocab, bos_id, eos_id
+        self.entries = [[int(s), [int(t) for t in p], int(tok), float(lp)]
+                        for s, p, tok, lp in entries]
+        self.rows: dict[tuple[int, tuple[int, ...]], Tensor] = {}
+        listed: dict[tuple[int, tuple[int, ...]], dict[int, float]] = {}
+        for sentence, prefix, token, log_prob in self.entries:
+            listed.setdefault((sentence, tuple(prefix)), {})[token] = log_prob
+        for key, tokens in listed.items():
+            self.rows[key] = self._row(tokens)
+        self.unlisted = self._row({eos_id: float(torch.log1p(torch.tensor(-UNLISTED_GOES_ON)))})
+        self.weight = torch.zeros(1, dtype=torch.float64)  # for code that asks for a device
+
+    def _row(self, tokens: dict[int, float]) -> Tensor:
+        """Log-probabilities over the vocabulary: ``tokens`` and the fillers' equal shares."""
+        row = torch.full((self.vocab,), NEVER, dtype=torch.float64)
+        fillers = [t for t in range(self.vocab)
+                   if t not in (0, self.bos_id, self.eos_id) and t not in tokens]
+        left = 1.0 - sum(float(torch.tensor(lp).exp()) for lp in tokens.values())
+        if left <= 0.0 or not fillers:
+            raise ValueError(f"the listed probabilities {tokens} leave nothing for the fillers")
+        row[fillers] = float(torch.tensor(left / len(fillers)).log())
+        for token, log_prob in tokens.items():
+            row[token] = log_prob
+        return row
+
+    def grading_recipe(self) -> dict[str, Any]:
+        """How the learner's process builds this model (see :mod:`autograder.sandbox.wire`)."""
+        return {"builder": f"{__name__}:TableModel", "args": (),
+                "kwargs": {"vocab": self.vocab, "entries": self.entries, "bos_id": self.bos_id,
+                           "eos_id": self.eos_id},
+                "state": {}, "dtype": torch.float64, "training": False}
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        """Nothing to load: the table is the model."""
+
+    def to(self, *args: Any, **kwargs: Any) -> TableModel:
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TableModel):
+            return NotImplemented
+        return ((self.vocab, self.entries, self.bos_id, self.eos_id)
+                == (other.vocab, other.entries, other.bos_id, other.eos_id))
+
+    __hash__ = None  # equal copies
+
+    def __repr__(self) -> str:
+        return f"<table model, vocab {self.vocab}>"
+
+    def eval(self) -> TableModel:
+        return self
+
+    def train(self, mode: bool = True) -> TableModel:
+        return self
+
+    def parameters(self) -> Any:
+        return iter([self.weight])
+
+    def encode(self, src: Tensor, src_mask: Tensor | None) -> Tensor:
+        """Long ``(B, S)`` -> ``(B, S, 1)``: the sentence id (the first source token)."""
+        return src[:, :1, None].to(torch.float64).expand(-1, src.size(1), 1)
+
+    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor | None,
+               tgt_mask: Tensor | None) -> Tensor:
+        """``(B, T)`` -> ``(B, T, 2 + T)``: sentence id, position, then the generated ids so
+        far (-1 beyond the position; sentence -1 without a leading BOS)."""
+        batch, length = tgt_in.shape
+        sentence = torch.where(tgt_in[:, 0] == self.bos_id, memory[:, 0, 0],
+                               torch.full_like(memory[:, 0, 0], -1.0))
+        position = torch.arange(length, dtype=torch.float64)
+        generated = tgt_in[:, 1:].to(torch.float64)  # (B, T - 1)
+        shown = torch.arange(length - 1)[None, :] < torch.arange(length)[:, None]  # (T, T-1)
+        prefixes = torch.where(shown[None], generated[:, None, :], -1.0)
+        return torch.cat([sentence[:, None, None].expand(-1, length, 1),
+                          position[None, :, None].expand(batch, -1, 1), prefixes], dim=-1)
+
+    def generator(self, hidden: Tensor) -> Tensor:
+        """``(..., 2 + T)`` hidden states -> ``(..., V)`` log-probabilities from the table."""
+        flat = hidden.reshape(-1, hidden.size(-1)).tolist()
+        rows = []
+        for sentence, position, *prefix in flat:
+            key = (int(sentence), tuple(int(t) for t in prefix[: int(position)]))
+            rows.append(self.rows.get(key, self.unlisted))
+        return torch.stack(rows).reshape(*hidden.shape[:-1], self.vocab)
+
+    def __call__(self, src: Tensor, tgt_in: Tensor, src_mask: Tensor | None,
+                 tgt_mask: Tensor | None) -> Tensor:
+        return self.generator(self.decode(tgt_in, self.encode(src, src_mask), src_mask,
+                                          tgt_mask))
+
+    forward = __call__

@@ -11,6 +11,7 @@ import importlib
 import inspect
 import pkgutil
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -274,22 +275,53 @@ def _borrowed(fn: Any, reference: Any) -> str:
     return ""
 
 
+class CheckFailed(AssertionError):  # noqa: N818 - what a learner reads: the check failed
+    """A check that failed in a notebook test cell; ``str(exc)`` is the message.
+
+    Jupyter shows it as the message alone, the check's sentence first, instead of a traceback
+    through the grader (IPython asks an exception for ``_render_traceback_``); the cell still
+    ends with an error, so nbgrader scores it 0.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return render_failure(str(self))
+
+
+RED, BOLD, RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
+
+
+def render_failure(message: str, width: int = 100) -> list[str]:
+    """The lines a notebook shows for a failed check: the headline (``"... failed:"``) in bold
+    red, then the diagnosis and the hint as wrapped paragraphs."""
+    head, colon, body = message.partition(" failed: ")
+    if not colon:
+        head, body = message, ""
+    lines = [f"{BOLD}{RED}{head}{' failed:' if colon else ''}{RESET}"]
+    diagnosis, hint_marker, hint = body.partition(" Hint: ")
+    for paragraph in (diagnosis, f"Hint: {hint}" if hint_marker else ""):
+        if paragraph:
+            lines += textwrap.wrap(paragraph, width, break_long_words=False,
+                                   break_on_hyphens=False)
+    return lines
+
+
 def check(exercise_id: str, fn: Any, hidden: bool = False) -> None:
-    """Notebook test cells: print a success line, or raise AssertionError with the diagnosis.
+    """Notebook test cells: print a success line, or raise :class:`CheckFailed` (an
+    AssertionError) with the diagnosis.
 
     Raises:
-        AssertionError: the function failed a check (nbgrader then scores the cell 0).
+        CheckFailed: the function failed a check (nbgrader then scores the cell 0).
         UnknownExerciseError: ``exercise_id`` is not registered.
     """
     exercise = get_exercise(exercise_id)
     borrowed = _borrowed(fn, exercise.load_reference())
     if borrowed:
-        raise AssertionError(
-            f"{exercise.id}: you passed {borrowed} the course's own {exercise.defines} "
+        raise CheckFailed(
+            f"{exercise.id} failed: you passed {borrowed} the course's own {exercise.defines} "
             f"({exercise.reference.partition(':')[0]}). Write your own: when this exercise is "
             f"graded, your code runs where the course's {exercise.defines} is not available, "
             "so this scores 0.")
     result = grade_function(exercise_id, fn, hidden=hidden)
     if not result.passed:
-        raise AssertionError(result.message)
+        raise CheckFailed(result.message)
     print(result.message)

@@ -46,7 +46,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -181,7 +181,7 @@ def construct(ctx: CheckContext, fn: Callable[..., Any], *args: Any, **kwargs: A
             module = call_torch(fn, *args, **kwargs)
     except CheckFailure as exc:
         if isinstance(exc.__cause__, TypeError):
-            raise CheckFailure(f"{exc} The constructor must accept the arguments of "
+            raise CheckFailure(f"{exc} Hint: the constructor must accept the arguments of "
                                f"{signature}.") from exc.__cause__
         raise
     if not isinstance(module, torch.nn.Module):
@@ -349,15 +349,39 @@ def compare_tensors(
 ) -> Tensor:
     """Check the learner's tensor ``got`` against ``expected`` (shape, dtype kind, values).
 
-    Values use the course tolerances of ``expected``'s dtype; hints see the learner's values
-    as a NumPy array (``Hint.buggy`` may be a NumPy array or a tensor).
+    Values use the course tolerances of ``expected``'s dtype; boolean and integer tensors must
+    match exactly and keep their kind (the advice is torch's: ``.bool()``, ``.long()``). Hints
+    see the learner's values as a NumPy array (``Hint.buggy`` may be a NumPy array or a
+    tensor); they also explain a wrong shape.
     """
     torch = _torch()
-    got = expect_tensor(got, what, expected.shape)
-    hints = [Hint(h.message, to_numpy(h.buggy), h.predicate)
-             if isinstance(h.buggy, torch.Tensor) else h for h in hints]
+    got = expect_tensor(got, what)
+    hints = [replace(h, buggy=to_numpy(h.buggy)) if isinstance(h.buggy, torch.Tensor) else h
+             for h in hints]
+    if tuple(got.shape) == tuple(expected.shape):
+        _expect_kind(got, expected, what)
     compare(to_numpy(got), to_numpy(expected), what, hints=hints)
     return got
+
+
+def _expect_kind(got: Tensor, expected: Tensor, what: str) -> None:
+    """A bool, integer or floating ``expected`` needs a ``got`` of the same kind."""
+    torch = _torch()
+    if expected.dtype == torch.bool and got.dtype != torch.bool:
+        right = bool(((got == 0) | (got == 1)).all()) and torch.equal(got != 0, expected)
+        fail(f"{what}: expected a bool tensor, got dtype {str(got.dtype).removeprefix('torch.')}"
+             f"{' (the 0s and 1s are in the right places)' if right else ''}. Masks are bool "
+             f"tensors: build them from comparisons (such as tgt_in != pad_id) and &, or "
+             f"convert with .bool().")
+    if not expected.dtype.is_floating_point and expected.dtype != torch.bool \
+            and got.dtype != expected.dtype:
+        wanted = str(expected.dtype).removeprefix("torch.")
+        fail(f"{what}: expected a {wanted} tensor of ids, got dtype "
+             f"{str(got.dtype).removeprefix('torch.')}. Keep the ids' dtype (torch.full_like "
+             f"and torch.cat keep it), or convert with .long().")
+    if expected.dtype.is_floating_point and not got.dtype.is_floating_point:
+        fail(f"{what}: expected a floating-point tensor, got dtype "
+             f"{str(got.dtype).removeprefix('torch.')}. Convert with .to(x.dtype).")
 
 
 def _float_leaves(inputs: Sequence[Any]) -> list[Any]:
@@ -384,6 +408,7 @@ def compare_forward(
     call_description: str | None = None,
     hints: Iterable[Hint] = (),
     gradients: bool = True,
+    input_names: Sequence[str] | None = None,
 ) -> Tensor:
     """Run both modules on ``inputs``, compare the outputs, then the gradients.
 
@@ -399,6 +424,9 @@ def compare_forward(
             ``"MultiHeadAttention(16, 4, 0.2) on inputs (2, 5, 16), ..."``.
         hints: for the forward output (see :class:`autograder.exercises.checking.Hint`).
         gradients: False compares the outputs only.
+        input_names: how messages name the inputs (``"query"``); default ``"input 1"``, ...
+            An input whose gradient is zero although the reference's is not is named first:
+            the learner's forward does not use it.
 
     Returns:
         The learner's output.
@@ -422,10 +450,19 @@ def compare_forward(
     cotangent = random_tensor(ctx.rng, tuple(expected.shape))
     (expected * cotangent).sum().backward()
     call(lambda: (got * cotangent).sum().backward())
-    for i, (ref_x, x) in enumerate(zip(reference_inputs, learner_inputs, strict=True)):
-        if isinstance(ref_x, torch.Tensor) and ref_x.requires_grad:
-            grad = x.grad if x.grad is not None else torch.zeros_like(x)
-            compare_tensors(grad, ref_x.grad, f"gradient with respect to input {i + 1} of {what}")
+    given = list(input_names or ())
+    names = [given[i] if i < len(given) else f"input {i + 1}" for i in range(len(inputs))]
+    grads = [(name, ref_x.grad, x.grad if x.grad is not None else torch.zeros_like(x))
+             for name, ref_x, x in zip(names, reference_inputs, learner_inputs, strict=True)
+             if isinstance(ref_x, torch.Tensor) and ref_x.requires_grad]
+    unused = [name for name, expected, got in grads
+              if not bool(got.any()) and bool(expected.any())]
+    if unused:
+        them = "it" if len(unused) == 1 else "them"
+        fail(f"{what}: the output does not depend on {' and '.join(unused)} (the gradient with "
+             f"respect to {them} is zero), so forward never uses {them}.")
+    for name, expected, got in grads:
+        compare_tensors(got, expected, f"gradient with respect to {name} of {what}")
     _compare_parameter_gradients(pair, what)
     return got
 
@@ -490,21 +527,96 @@ def manual_seed(learner: Any, seed: int) -> None:
         _torch().manual_seed(seed)
 
 
-def expect_random_in_training(module: nn.Module, inputs: Sequence[Any], what: str) -> None:
-    """In training mode with dropout > 0 two calls must differ (dropout must be applied)."""
-    torch = _torch()
+@contextmanager
+def training_mode(module: nn.Module, frozen: Sequence[str] = ()) -> Iterator[None]:
+    """Within the block ``module`` is in training mode except its sub-modules named in
+    ``frozen`` (e.g. ``"self_attn"``), which stay in eval mode; afterwards all is in eval."""
     module.train()
     try:
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            manual_seed(module, 0)
-            first = expect_tensor(call_torch(module, *inputs), f"output of {what}")
-            second = expect_tensor(call_torch(module, *inputs), f"output of {what}")
+        for name in frozen:
+            module.get_submodule(name).eval()
+        yield
     finally:
         module.eval()
-    if first.shape == second.shape and torch.equal(first, second):
-        fail(f"{what}: in training mode, with dropout > 0, two calls on the same input gave "
-             "the same output, so no dropout is applied. Apply the nn.Dropout(dropout) "
-             "module as the exercise describes.")
+
+
+def training_output(module: nn.Module, inputs: Sequence[Any], seed: int, what: str,
+                    frozen: Sequence[str] = ()) -> Tensor:
+    """The output of ``module`` in training mode (see :func:`training_mode`) on ``inputs``,
+    with its random generator seeded with ``seed`` just before the call."""
+    torch = _torch()
+    with training_mode(module, frozen), torch.no_grad(), torch.random.fork_rng(devices=[]):
+        manual_seed(module, seed)
+        return expect_tensor(call_torch(module, *inputs), f"output of {what} in training mode")
+
+
+def expect_random_in_training(module: nn.Module, inputs: Sequence[Any], what: str,
+                              only: str | None = None) -> None:
+    """In training mode with dropout > 0 two calls must differ (dropout must be applied).
+
+    Args:
+        only: the name of the one sub-module in training mode (the rest in eval mode): that
+            sub-module itself must apply dropout.
+    """
+    torch = _torch()
+    frozen = [] if only is None else [name for name, _ in module.named_children()
+                                      if name != only]
+    with training_mode(module, frozen), torch.no_grad(), torch.random.fork_rng(devices=[]):
+        manual_seed(module, 0)
+        first = expect_tensor(call_torch(module, *inputs), f"output of {what}")
+        second = expect_tensor(call_torch(module, *inputs), f"output of {what}")
+    if first.shape != second.shape or not torch.equal(first, second):
+        return
+    if only is not None:
+        fail(f"{what}: with only {only} in training mode, two calls on the same input gave "
+             f"the same output, so {only} applies no dropout: build it with the layer's "
+             f"dropout argument.")
+    fail(f"{what}: in training mode, with dropout > 0, two calls on the same input gave "
+         "the same output, so no dropout is applied. Apply the nn.Dropout(dropout) "
+         "module as the exercise describes.")
+
+
+def expect_dropout_probability(module: nn.Module, p: float, what: str, parts: str) -> None:
+    """Every ``nn.Dropout`` inside ``module`` drops with probability ``p`` (the dropout argument
+    it was built with); ``parts`` says where to pass it, for the message."""
+    torch = _torch()
+    probabilities = sorted({float(m.p) for m in module.modules()
+                            if isinstance(m, torch.nn.Dropout)})
+    if probabilities and probabilities != [p]:
+        fail(f"{what}: the dropout layers use p = {probabilities}, but dropout={p} was "
+             f"passed: pass the dropout argument on to every part ({parts}).")
+
+
+def dropout_problem(got: Tensor, base: Tensor, p: float) -> str | None:
+    """Whether ``got`` is ``base`` after dropout with probability ``p``: every entry either 0
+    or ``base / (1 - p)``. None when it is; otherwise a sentence that says what differs.
+
+    Entries where ``base`` is (nearly) 0 tell nothing and are skipped.
+    """
+    scale = float(base.abs().max())
+    if scale == 0.0:
+        return None
+    informative = base.abs() > 1e-4 * scale
+    got, base = got[informative], base[informative]
+    tolerance = 1e-7 * scale / (1.0 - p)
+    dropped = got.abs() < tolerance
+    kept = (got - base / (1.0 - p)).abs() < tolerance
+    unscaled = (got - base).abs() < tolerance
+    if bool((dropped | kept).all()) and bool(dropped.any()) and bool(kept.any()):
+        return None
+    if bool(unscaled.all()) or not bool(dropped.any()):
+        return "no value was dropped"
+    if bool((dropped | unscaled).all()):
+        return ("some values were set to 0 but the others were not divided by 1 - p "
+                "(nn.Dropout does both)")
+    ratios = (got[~dropped] / base[~dropped])
+    if ratios.numel() and bool(((ratios - ratios[0]).abs() < 1e-6).all()) and float(ratios[0]) > 1:
+        seen = 1.0 - 1.0 / float(ratios[0])
+        return (f"the values that were kept are scaled by {float(ratios[0]):.4g} = 1 / (1 - "
+                f"{seen:.3g}), as for dropout p = {seen:.3g}, not p = {p}: use the dropout "
+                f"argument")
+    return ("the values are not the eval-mode values with some set to 0 and the others "
+            "multiplied by 1 / (1 - p)")
 
 
 def check_causal(

@@ -205,7 +205,7 @@ def _outcome(exercise: str, number: int, cell: Any, error: tuple[str, str] | Non
         return ExerciseOutcome(exercise, number, True, _stdout(cell.outputs) or
                                f"{exercise}: passed.")
     name, text = error
-    if name == "AssertionError":
+    if name in ("CheckFailed", "AssertionError"):
         return ExerciseOutcome(exercise, number, False, text)
     message = f"{exercise}: the test cell raised {name}: {text}"
     earlier = [f"cell {n}: {e}" for n, e in report.cell_errors if n < number]

@@ -8,8 +8,11 @@ import pytest
 
 from autograder import exercises, grade_function
 from autograder.demo.mutants import Mutant, all_mutants
+from autograder.exercises.checking import SECRET_ENV
 
 MUTANTS = all_mutants()
+EVERY_SECRET = [m for m in MUTANTS if m.every_secret]
+SECRETS = [f"secret number {i}" for i in range(20)]
 
 
 @pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
@@ -22,6 +25,18 @@ def test_mutant_is_judged_correctly(mutant: Mutant, hidden: bool):
         assert not result.passed, "a buggy implementation passed"
         if mutant.hint is not None:
             assert mutant.hint in result.message
+
+
+@pytest.mark.parametrize("mutant", EVERY_SECRET, ids=[m.id for m in EVERY_SECRET])
+def test_mutant_is_judged_correctly_under_every_secret(mutant: Mutant, monkeypatch):
+    """Hidden inputs follow AUTOGRADER_SECRET; these bugs fail, with their hint, whatever
+    it is (one test per mutant, so that the secrets of several run in parallel)."""
+    for secret in SECRETS:
+        monkeypatch.setenv(SECRET_ENV, secret)
+        result = grade_function(mutant.exercise, mutant.fn, hidden=True)
+        assert result.passed == mutant.valid, f"AUTOGRADER_SECRET={secret!r}: {result.message}"
+        if not mutant.valid and mutant.hint is not None:
+            assert mutant.hint in result.message, f"AUTOGRADER_SECRET={secret!r}"
 
 
 def test_mutants_belong_to_registered_exercises():

@@ -253,9 +253,18 @@ def test_compare_checks_type_shape_and_dtype():
     with pytest.raises(CheckFailure, match="expected a NumPy array"):
         compare([[0.0]], np.zeros((1, 1)), "out")
     with pytest.raises(CheckFailure, match="expected a boolean array"):
-        compare(np.ones(3), np.ones(3, dtype=bool), "mask")
-    with pytest.raises(CheckFailure, match="expected dtype float32"):
+        compare(np.full(3, 2.0), np.ones(3, dtype=bool), "mask")
+    # Right values in the wrong dtype: the message says that the values are right.
+    with pytest.raises(CheckFailure, match="0s and 1s are in the right places.*boolean"):
+        compare(np.array([1, 0, 1]), np.array([True, False, True]), "mask")
+    with pytest.raises(CheckFailure, match="expected a boolean array"):
+        compare(np.array([1, 1, 1]), np.array([True, False, True]), "mask")
+    with pytest.raises(CheckFailure, match="values are right, but the result is float64 where "
+                                           "float32 is expected"):
         compare(np.ones(3), np.ones(3, dtype=np.float32), "pe", dtype=np.float32)
+    # Wrong values are reported before a wrong dtype.
+    with pytest.raises(CheckFailure, match="values differ"):
+        compare(np.zeros(3), np.ones(3, dtype=np.float32), "pe", dtype=np.float32)
 
 
 def test_compare_tolerances_follow_the_course():

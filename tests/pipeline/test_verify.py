@@ -123,3 +123,48 @@ def test_a_slow_solution_is_stopped_by_the_learners_deadline(source):
     assert time.monotonic() - started < 10 + GRACE_S
     assert not results["ch02.softmax"].passed
     assert all(not r.passed for r in results.values())
+
+
+def _edit_solution(nb, cell: str, old: str, new: str) -> None:
+    index = cell_index(nb, cell)
+    assert old in nb.cells[index].source
+    nb.cells[index].source = nb.cells[index].source.replace(old, new)
+
+
+def test_an_error_in_learner_code_names_the_learner_s_line_and_the_mistake(source):
+    nb = copy.deepcopy(source)
+    _edit_solution(nb, "ch02_scaled_dot_product_attention_solution", "np.swapaxes(k, -1, -2)",
+                   "k.T")
+    message = verify(CHAPTER, nb)["ch02.scaled_dot_product_attention"].message
+    assert "raised ValueError" in message
+    assert "(in `scaled_dot_product_attention`, line" in message and "k.T" in message
+    assert "np.swapaxes(k, -1, -2)" in message.partition("Hint:")[2]
+
+
+def test_training_mode_checks_locate_dropout_in_learner_processes():
+    nb = _source("ch07_pytorch_modules")
+    _edit_solution(nb, "ch07_multi_head_attention_solution",
+                   "weights = self.dropout(scores.softmax(dim=-1))",
+                   "weights = scores.softmax(dim=-1)")
+    _edit_solution(nb, "ch07_multi_head_attention_solution", "return self.w_o(out)",
+                   "return self.dropout(self.w_o(out))")
+    _edit_solution(nb, "ch07_encoder_layer_solution",
+                   "x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask)))\n"
+                   "        return self.norm2(x + self.dropout(self.feed_forward(x)))",
+                   "x = self.norm1(x + self.self_attn(x, x, x, mask))\n"
+                   "        return self.norm2(x + self.feed_forward(x))")
+    results = verify("ch07_pytorch_modules", nb, TORCH_LIMITS)
+    assert "dropout acts after the weights meet the values" in \
+        results["ch07.multi_head_attention"].message
+    assert "the sub-layer outputs get no dropout" in results["ch07.encoder_layer"].message
+    assert results["ch07.positionwise_feed_forward"].passed
+
+
+def test_designed_beam_search_cases_reach_learner_processes():
+    nb = _source("ch10_translation")
+    _edit_solution(nb, "ch10_beam_search_solution",
+                   "winner = (log_p / penalty(length)).argmax(dim=-1)",
+                   "winner = log_p.argmax(dim=-1)")
+    result = verify("ch10_translation", nb, TORCH_LIMITS)["ch10.beam_search"]
+    assert not result.passed and result.verified
+    assert "the answer was picked by the raw log P" in result.message

@@ -10,8 +10,11 @@ module-level ``MUTANTS`` list::
 
 ``valid=False`` marks a bug: the checks must reject it in visible and in hidden mode, and when
 ``hint`` is given the failure message must contain that substring. ``valid=True`` marks a
-correct alternative that both modes must accept. ``tests/test_mutants.py`` runs every mutant
-returned by :func:`all_mutants` through :func:`autograder.grade_function`.
+correct alternative that both modes must accept. ``every_secret=True`` asks for more: the
+verdict (and the hint) must hold in hidden mode under each of 20 values of
+``AUTOGRADER_SECRET``, so that the check catches the bug whatever the random draws.
+``tests/demo/test_mutants.py`` runs every mutant returned by :func:`all_mutants` through
+:func:`autograder.grade_function`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class Mutant:
         fn: the implementation, with the exercise's signature.
         valid: True for a correct alternative, False for a bug.
         hint: for bugs, a substring the failure message must contain (None: no requirement).
+        every_secret: judged under 20 hidden secrets too, not only under the default one.
     """
 
     exercise: str
@@ -41,6 +45,7 @@ class Mutant:
     fn: Callable[..., Any]
     valid: bool
     hint: str | None = None
+    every_secret: bool = False
 
     @property
     def id(self) -> str:

@@ -166,7 +166,13 @@ def rel_blocks_overlap(k: int, d_model: int) -> np.ndarray:
 
 def rel_loops(k: int, d_model: int) -> np.ndarray:
     """One 2x2 rotation block per pair, placed by a loop."""
+    _require_even(d_model)
     return _blocks(k * _frequencies(d_model), -1.0, 1.0)
+
+
+def rel_odd_accepted(k: int, d_model: int) -> np.ndarray:
+    """Right blocks, but an odd d_model silently loses its last feature."""
+    return _blocks(k * _frequencies(d_model - d_model % 2), -1.0, 1.0)
 
 
 def rel_fancy_indexing(k: int, d_model: int) -> np.ndarray:
@@ -198,7 +204,7 @@ MUTANTS = [
     Mutant(PE, "positions start at 1", pe_positions_from_one, False, "position 0"),
     Mutant(PE, "exponent without the factor 2", pe_missing_factor_two, False, "frequencies"),
     Mutant(PE, "one frequency per column", pe_column_exponent, False, "frequencies"),
-    Mutant(PE, "returns float64", pe_float64, False, "float32"),
+    Mutant(PE, "returns float64", pe_float64, False, "the values are right", every_secret=True),
     Mutant(PE, "odd d_model accepted", pe_odd_allowed, False, "ValueError"),
     Mutant(PE, "loops with math.sin", pe_loops, True),
     Mutant(PE, "exp-log frequencies", pe_exp_log, True),
@@ -208,6 +214,8 @@ MUTANTS = [
     Mutant(REL, "sine signs wrong", rel_sign_error, False, "not a rotation"),
     Mutant(REL, "exponent without the factor 2", rel_missing_factor_two, False, "frequencies"),
     Mutant(REL, "overlapping blocks", rel_blocks_overlap, False, "block diagonal"),
+    Mutant(REL, "odd d_model accepted", rel_odd_accepted, False, "should raise ValueError",
+           every_secret=True),
     Mutant(REL, "loop over 2x2 blocks", rel_loops, True),
     Mutant(REL, "fancy indexing", rel_fancy_indexing, True),
     Mutant(REL, "float32", rel_float32, True),

@@ -92,6 +92,13 @@ def softmax_float64(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
 # --- causal_mask ------------------------------------------------------------------------------
 
+def softmax_float64_result(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Computes in float64 and forgets to convert back."""
+    x64 = np.asarray(x, dtype=np.float64)
+    e = np.exp(x64 - x64.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
 def causal_inverted(n: int) -> np.ndarray:
     """True above the diagonal: marks the forbidden positions."""
     return np.triu(np.ones((n, n), dtype=bool), k=1)
@@ -110,6 +117,11 @@ def causal_upper(n: int) -> np.ndarray:
 def causal_float(n: int) -> np.ndarray:
     """Right pattern, but float 0/1."""
     return np.tril(np.ones((n, n)))
+
+
+def causal_from_tril_of_ones(n: int) -> np.ndarray:
+    """np.tril of an integer matrix of ones: 0/1 integers in the right places."""
+    return np.tril(np.ones((n, n), dtype=np.int64))
 
 
 def causal_loop(n: int) -> np.ndarray:
@@ -282,9 +294,41 @@ def sdpa_keys_as_values(q, k, v, mask=None):
 
 def sdpa_einsum(q, k, v, mask=None):
     """einsum for both products."""
-    s = np.einsum("...qd,...kd->...qk", q, k) / np.sqrt(q.shape[-1])
+    s = np.einsum("...qd,...kd->...qk", q, k) / q.shape[-1] ** 0.5
     w = _softmax(_masked(s, mask))
     return np.einsum("...qk,...kd->...qd", w, v), w
+
+
+def sdpa_numpy_sqrt(q, k, v, mask=None):
+    """Divides by np.sqrt(d_k), a NumPy float64 scalar: float32 scores become float64."""
+    s = _masked(q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]), mask)
+    w = _softmax(s)
+    return w @ v, w
+
+
+def sdpa_one_batch_axis(q, k, v, mask=None):
+    """Unpacks q.shape into three names: only one batch axis works."""
+    batch, n_q, d_k = q.shape
+    w = _softmax(_masked(q @ np.swapaxes(k, -1, -2) / math.sqrt(d_k), mask))
+    return w @ v, w
+
+
+def sdpa_inverted_mask_where(q, k, v, mask=None):
+    """np.where(~mask, -inf, scores): right for boolean masks, a TypeError for 0/1 floats."""
+    s = _scores(q, k, math.sqrt(q.shape[-1]))
+    if mask is not None:
+        s = np.where(~mask, -np.inf, s)
+    w = _softmax(s)
+    return w @ v, w
+
+
+def sdpa_bool_mask(q, k, v, mask=None):
+    """Converts a 0/1 mask to booleans before inverting it."""
+    s = _scores(q, k, math.sqrt(q.shape[-1]))
+    if mask is not None:
+        s = np.where(~np.asarray(mask, dtype=bool), -np.inf, s)
+    w = _softmax(s)
+    return w @ v, w
 
 
 def sdpa_large_negative(q, k, v, mask=None):
@@ -327,13 +371,17 @@ MUTANTS = [
     Mutant(SOFTMAX, "sum without keepdims", softmax_sum_without_keepdims, False, "keepdims"),
     Mutant(SOFTMAX, "normalised over the whole array", softmax_whole_array, False, "sum to 1"),
     Mutant(SOFTMAX, "modifies its input", softmax_in_place, False, "in place"),
+    Mutant(SOFTMAX, "float32 input, float64 result", softmax_float64_result, False,
+           "the values are right", every_secret=True),
     Mutant(SOFTMAX, "logsumexp", softmax_logsumexp, True),
     Mutant(SOFTMAX, "loop over slices", softmax_loop, True),
     Mutant(SOFTMAX, "float64 inside", softmax_float64, True),
     Mutant(CAUSAL, "inverted", causal_inverted, False, "inverted"),
     Mutant(CAUSAL, "diagonal missing", causal_strict, False, "diagonal must be True"),
     Mutant(CAUSAL, "upper triangle", causal_upper, False, "upper triangle"),
-    Mutant(CAUSAL, "float 0/1", causal_float, False, "boolean"),
+    Mutant(CAUSAL, "float 0/1", causal_float, False, "0s and 1s are in the right places"),
+    Mutant(CAUSAL, "integer 0/1 from np.tril", causal_from_tril_of_ones, False,
+           "the masks the course builds are boolean", every_secret=True),
     Mutant(CAUSAL, "loops", causal_loop, True),
     Mutant(CAUSAL, "arange comparison", causal_arange, True),
     Mutant(CAUSAL, "np.tri", causal_tri, True),
@@ -353,7 +401,15 @@ MUTANTS = [
     Mutant(SDPA, "mask after softmax", sdpa_mask_after_softmax, False, "after the softmax"),
     Mutant(SDPA, "masked scores set to 0", sdpa_mask_to_zero, False, "set to 0"),
     Mutant(SDPA, "softmax without max subtraction", sdpa_naive_softmax, False, "overflows"),
-    Mutant(SDPA, "k.T with batch axes", sdpa_full_transpose, False, "raised"),
+    Mutant(SDPA, "k.T with batch axes", sdpa_full_transpose, False, "np.swapaxes(k, -1, -2)",
+           every_secret=True),
+    Mutant(SDPA, "np.sqrt(d_k) makes float32 float64", sdpa_numpy_sqrt, False,
+           "a Python float such as d ** 0.5", every_secret=True),
+    Mutant(SDPA, "one batch axis unpacked", sdpa_one_batch_axis, False, "*batch, n, d",
+           every_secret=True),
+    Mutant(SDPA, "~mask on a 0/1 mask", sdpa_inverted_mask_where, False,
+           "np.asarray(mask, dtype=bool)", every_secret=True),
+    Mutant(SDPA, "0/1 mask converted to bool", sdpa_bool_mask, True),
     Mutant(SDPA, "boolean indexing with the mask", sdpa_boolean_index, False, "np.where"),
     Mutant(SDPA, "returns (weights, out)", sdpa_swapped_outputs, False, "(out, weights)"),
     Mutant(SDPA, "returns out only", sdpa_out_only, False, "expected a tuple"),

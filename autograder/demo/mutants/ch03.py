@@ -56,6 +56,11 @@ def head_mask_dropped(x_q, x_kv, W_q, W_k, W_v, mask=None):
     return _attend(x_q @ W_q, x_kv @ W_k, x_kv @ W_v, None, math.sqrt(W_k.shape[1]))
 
 
+def head_numpy_sqrt(x_q, x_kv, W_q, W_k, W_v, mask=None):
+    """Scales by np.sqrt(d_k), a NumPy float64 scalar: float32 inputs give float64 results."""
+    return _attend(x_q @ W_q, x_kv @ W_k, x_kv @ W_v, mask, np.sqrt(W_k.shape[1]))
+
+
 def head_transposed_weights(x_q, x_kv, W_q, W_k, W_v, mask=None):
     """Projects with W.T @ x, the column-vector habit."""
     q = np.swapaxes(W_q.T @ np.swapaxes(x_q, -1, -2), -1, -2)
@@ -69,7 +74,7 @@ def head_einsum(x_q, x_kv, W_q, W_k, W_v, mask=None):
     q = np.einsum("...nd,dk->...nk", x_q, W_q)
     k = np.einsum("...nd,dk->...nk", x_kv, W_k)
     v = np.einsum("...nd,dv->...nv", x_kv, W_v)
-    scores = np.einsum("...qk,...nk->...qn", q, k) / np.sqrt(k.shape[-1])
+    scores = np.einsum("...qk,...nk->...qn", q, k) / math.sqrt(k.shape[-1])
     if mask is not None:
         scores = np.where(mask, scores, -1e9)
     weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
@@ -110,6 +115,8 @@ MUTANTS = [
     Mutant(HEAD, "W_q and W_k swapped", head_queries_keys_swapped, False, "W_q and W_k"),
     Mutant(HEAD, "mask not passed on", head_mask_dropped, False, "received weight"),
     Mutant(HEAD, "column-vector projections", head_transposed_weights, False, "raised"),
+    Mutant(HEAD, "np.sqrt(d_k) makes float32 float64", head_numpy_sqrt, False,
+           "the values are right", every_secret=True),
     Mutant(HEAD, "einsum", head_einsum, True),
     Mutant(HEAD, "float64 inside", head_float64, True),
     Mutant(HEAD, "one query at a time", head_per_row, True),

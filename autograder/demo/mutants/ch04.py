@@ -59,6 +59,14 @@ def split_three_dims_only(x: np.ndarray, num_heads: int) -> np.ndarray:
     return x.reshape(batch, seq, num_heads, d_k).transpose(0, 2, 1, 3)
 
 
+def split_message_without_numbers(x: np.ndarray, num_heads: int) -> np.ndarray:
+    """Raises for a d_model not divisible by num_heads, but the message hides both numbers."""
+    *lead, seq, d_model = x.shape
+    if d_model % num_heads:
+        raise ValueError("the model width must be divisible by the number of heads")
+    return np.swapaxes(x.reshape(*lead, seq, num_heads, d_model // num_heads), -2, -3)
+
+
 def split_loop(x: np.ndarray, num_heads: int) -> np.ndarray:
     """Valid: slices one contiguous block per head and stacks them."""
     d_k = _head_size(x.shape[-1], num_heads)
@@ -193,6 +201,17 @@ def mha_heads_reversed(
     return merge_heads_reversed(heads) @ W_o, weights
 
 
+def mha_merge_without_transpose(
+    x_q: Array, x_kv: Array, W_q: Array, W_k: Array, W_v: Array, W_o: Array, num_heads: int,
+    mask: Array | None = None,
+) -> tuple[Array, Array]:
+    """Merges the heads with a reshape alone: positions and heads get mixed before W_o."""
+    q, k, v = (split_heads(x @ W, num_heads) for x, W in ((x_q, W_q), (x_kv, W_k), (x_kv, W_v)))
+    heads, weights = _attend(q, k, v, _heads_mask(mask), math.sqrt(q.shape[-1]))
+    *lead, h, n_q, d_k = heads.shape
+    return heads.reshape(*lead, n_q, h * d_k) @ W_o, weights
+
+
 def mha_self_attention_only(
     x_q: Array, x_kv: Array, W_q: Array, W_k: Array, W_v: Array, W_o: Array, num_heads: int,
     mask: Array | None = None,
@@ -258,6 +277,8 @@ MUTANTS = [
     Mutant(EXERCISE_SPLIT, "no divisibility check", split_no_divisibility_check, False,
            "ValueError"),
     Mutant(EXERCISE_SPLIT, "exactly one batch axis", split_three_dims_only, False, None),
+    Mutant(EXERCISE_SPLIT, "error message without the numbers", split_message_without_numbers,
+           False, "the message should show", every_secret=True),
     Mutant(EXERCISE_SPLIT, "loop over heads", split_loop, True, None),
     Mutant(EXERCISE_SPLIT, "reshape and moveaxis", split_moveaxis, True, None),
     Mutant(EXERCISE_MERGE, "reshape without transpose", merge_no_transpose, False, "transpose"),
@@ -268,11 +289,15 @@ MUTANTS = [
     Mutant(EXERCISE_MERGE, "swapaxes and reshape", merge_swapaxes, True, None),
     Mutant(EXERCISE_MHA, "no output projection", mha_no_output_projection, False, "W_o"),
     Mutant(EXERCISE_MHA, "scaled by sqrt(d_model)", mha_scale_by_d_model, False, "sqrt(d_k)"),
-    Mutant(EXERCISE_MHA, "mask without head axis", mha_mask_without_head_axis, False, None),
+    Mutant(EXERCISE_MHA, "mask without head axis", mha_mask_without_head_axis, False,
+           "np.expand_dims(mask, -3)", every_secret=True),
+    Mutant(EXERCISE_MHA, "heads merged without transpose", mha_merge_without_transpose, False,
+           "swap the head and position axes", every_secret=True),
     Mutant(EXERCISE_MHA, "mask ignored", mha_mask_ignored, False, "mask"),
     Mutant(EXERCISE_MHA, "softmax over queries", mha_softmax_wrong_axis, False, "sum to 1"),
     Mutant(EXERCISE_MHA, "heads concatenated in reverse", mha_heads_reversed, False, "order"),
-    Mutant(EXERCISE_MHA, "keys and values from x_q", mha_self_attention_only, False, "x_kv"),
+    Mutant(EXERCISE_MHA, "keys and values from x_q", mha_self_attention_only, False,
+           "one per key", every_secret=True),
     Mutant(EXERCISE_MHA, "loop over heads", mha_head_loop, True, None),
     Mutant(EXERCISE_MHA, "einsum", mha_einsum, True, None),
     Mutant(EXERCISE_MHA, "float64 inside", mha_float64, True, None),

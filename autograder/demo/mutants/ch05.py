@@ -57,6 +57,23 @@ def ln_eps_outside_sqrt(
     return _affine((x - mean) / (x.std(axis=-1, keepdims=True) + eps), gamma, beta)
 
 
+def ln_mean_without_keepdims(
+    x: Array, gamma: Array | None = None, beta: Array | None = None, eps: float = 1e-5
+) -> Array:
+    """x.mean(axis=-1) without keepdims: the mean no longer broadcasts against x."""
+    mean = x.mean(axis=-1)
+    return _affine((x - mean) / np.sqrt(x.var(axis=-1, keepdims=True) + eps), gamma, beta)
+
+
+def ln_float64_result(
+    x: Array, gamma: Array | None = None, beta: Array | None = None, eps: float = 1e-5
+) -> Array:
+    """Computes in float64 and returns float64 for float32 inputs."""
+    x = np.asarray(x, dtype=np.float64)
+    mean = x.mean(axis=-1, keepdims=True)
+    return _affine((x - mean) / np.sqrt(x.var(axis=-1, keepdims=True) + eps), gamma, beta)
+
+
 def ln_gamma_beta_swapped(
     x: Array, gamma: Array | None = None, beta: Array | None = None, eps: float = 1e-5
 ) -> Array:
@@ -142,6 +159,11 @@ def ffn_missing_output_bias(x: Array, W1: Array, b1: Array, W2: Array, b2: Array
     return np.maximum(x @ W1 + b1, 0) @ W2
 
 
+def ffn_numpy_zero(x: Array, W1: Array, b1: Array, W2: Array, b2: Array) -> Array:
+    """Adds b2 converted to float64: float32 inputs give a float64 output."""
+    return np.maximum(x @ W1 + b1, 0.0) @ W2 + b2.astype(np.float64)
+
+
 def ffn_where(x: Array, W1: Array, b1: Array, W2: Array, b2: Array) -> Array:
     """Valid: ReLU with np.where."""
     h = x @ W1 + b1
@@ -223,6 +245,10 @@ MUTANTS = [
     Mutant(EXERCISE_LN, "eps argument ignored", ln_eps_ignored, False, "eps"),
     Mutant(EXERCISE_LN, "statistics of the whole array", ln_statistics_of_whole_array, False,
            "axis"),
+    Mutant(EXERCISE_LN, "mean without keepdims", ln_mean_without_keepdims, False,
+           "drops its axis", every_secret=True),
+    Mutant(EXERCISE_LN, "float32 input, float64 result", ln_float64_result, False,
+           "the values are right", every_secret=True),
     Mutant(EXERCISE_LN, "manual sums", ln_manual_sums, True, None),
     Mutant(EXERCISE_LN, "float64 moments", ln_float64_moments, True, None),
     Mutant(EXERCISE_LN, "reciprocal sqrt", ln_std_with_rsqrt, True, None),
@@ -231,6 +257,8 @@ MUTANTS = [
     Mutant(EXERCISE_FFN, "b1 after the ReLU", ffn_bias_after_relu, False, "b1"),
     Mutant(EXERCISE_FFN, "GELU instead of ReLU", ffn_gelu, False, None),
     Mutant(EXERCISE_FFN, "missing b2", ffn_missing_output_bias, False, "b2"),
+    Mutant(EXERCISE_FFN, "float64 output bias", ffn_numpy_zero, False, "float32",
+           every_secret=True),
     Mutant(EXERCISE_FFN, "np.where ReLU", ffn_where, True, None),
     Mutant(EXERCISE_FFN, "einsum", ffn_einsum_mask, True, None),
     Mutant(EXERCISE_FFN, "float64 inside", ffn_float64, True, None),

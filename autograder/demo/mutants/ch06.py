@@ -144,6 +144,18 @@ def encoder_no_scaling(
     return x
 
 
+def encoder_numpy_sqrt(
+    tokens: Array, embedding: Array, layers: list[dict[str, Array]], num_heads: int,
+    mask: Array | None = None,
+) -> Array:
+    """Scales by np.sqrt(d_model), a NumPy float64 scalar: float32 embeddings become float64."""
+    x = embedding[tokens] * np.sqrt(embedding.shape[-1])
+    x = x + positional_encoding(x.shape[-2], embedding.shape[-1])
+    for p in layers:
+        x = encoder_block(x, p, num_heads, mask)
+    return x
+
+
 def encoder_scale_after_positions(
     tokens: Array, embedding: Array, layers: list[dict[str, Array]], num_heads: int,
     mask: Array | None = None,
@@ -258,6 +270,8 @@ MUTANTS = [
     Mutant(EXERCISE_ENCODER, "first layer's parameters reused", encoder_first_params_reused,
            False, "layer"),
     Mutant(EXERCISE_ENCODER, "layers reversed", encoder_layers_reversed, False, "order"),
+    Mutant(EXERCISE_ENCODER, "np.sqrt(d_model) makes float32 float64", encoder_numpy_sqrt, False,
+           "a Python float such as d ** 0.5", every_secret=True),
     Mutant(EXERCISE_ENCODER, "one-hot lookup", encoder_one_hot, True, None),
     Mutant(EXERCISE_ENCODER, "np.take and reduce", encoder_reduce, True, None),
     Mutant(EXERCISE_ENCODER, "blocks written out", encoder_own_block, True, None),

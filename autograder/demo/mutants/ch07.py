@@ -93,6 +93,18 @@ class AttentionSoftmaxOverQueries(AttentionBase):
         return self.dropout(scores.softmax(dim=-2))
 
 
+class AttentionMergeNoTranspose(AttentionBase):
+    def merge(self, x: Tensor) -> Tensor:
+        return x.reshape(x.size(0), x.size(2), self.h * self.d_k)
+
+
+class AttentionKeysFromQuery(AttentionBase):
+    """Self-attention only: keys and values are projected from the query input."""
+
+    def heads(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        return super().heads(query, query, query)
+
+
 class AttentionNoOutputProjection(AttentionBase):
     def forward(self, query: Tensor, key: Tensor, value: Tensor,
                 mask: Tensor | None = None) -> Tensor:
@@ -105,6 +117,77 @@ class AttentionDropoutInEval(AttentionBase):
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         return F.dropout(scores.softmax(dim=-1), self.dropout.p)  # training=True by default
+
+
+class AttentionNoDropout(AttentionBase):
+    def weights(self, scores: Tensor, mask: Tensor | None) -> Tensor:
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return scores.softmax(dim=-1)
+
+
+class AttentionDropoutOnOutput(AttentionNoDropout):
+    def forward(self, query: Tensor, key: Tensor, value: Tensor,
+                mask: Tensor | None = None) -> Tensor:
+        return self.dropout(super().forward(query, key, value, mask))
+
+
+class AttentionDropoutOnMergedHeads(AttentionBase):
+    def forward(self, query: Tensor, key: Tensor, value: Tensor,
+                mask: Tensor | None = None) -> Tensor:
+        q, k, v = self.heads(query, key, value)
+        scores = self.scores(q, k)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return self.w_o(self.dropout(self.merge(scores.softmax(dim=-1) @ v)))
+
+
+class AttentionDropoutOnValues(AttentionBase):
+    def forward(self, query: Tensor, key: Tensor, value: Tensor,
+                mask: Tensor | None = None) -> Tensor:
+        q, k, v = self.heads(query, key, value)
+        scores = self.scores(q, k)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return self.w_o(self.merge(scores.softmax(dim=-1) @ self.dropout(v)))
+
+
+class AttentionDropoutOnScores(AttentionBase):
+    def weights(self, scores: Tensor, mask: Tensor | None) -> Tensor:
+        scores = self.dropout(scores)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return scores.softmax(dim=-1)
+
+
+class AttentionFixedDropout(AttentionBase):
+    """nn.Dropout(0.1) typed in: the dropout argument is ignored."""
+
+    def __init__(self, d_model: int, h: int, dropout: float = 0.0) -> None:
+        super().__init__(d_model, h, dropout)
+        self.dropout = nn.Dropout(0.1)
+
+
+class AttentionBernoulliMask(AttentionBase):
+    """Valid: dropout written out, a Bernoulli keep-mask and the 1 / (1 - p) scaling."""
+
+    def weights(self, scores: Tensor, mask: Tensor | None) -> Tensor:
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(dim=-1)
+        if not self.training or self.dropout.p == 0:
+            return weights
+        keep = torch.rand_like(weights) >= self.dropout.p
+        return weights * keep / (1.0 - self.dropout.p)
+
+
+class AttentionFunctionalDropout(AttentionBase):
+    """Valid: F.dropout with the module's training flag instead of the nn.Dropout module."""
+
+    def weights(self, scores: Tensor, mask: Tensor | None) -> Tensor:
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return F.dropout(scores.softmax(dim=-1), self.dropout.p, training=self.training)
 
 
 class AttentionEinsum(AttentionBase):
@@ -175,6 +258,11 @@ class FeedForwardGELU(FeedForwardBase):
         return self.w_2(self.dropout(F.gelu(self.w_1(x))))
 
 
+class FeedForwardGELUTanh(FeedForwardBase):
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_2(self.dropout(F.gelu(self.w_1(x), approximate="tanh")))
+
+
 class FeedForwardDropoutInEval(FeedForwardBase):
     def forward(self, x: Tensor) -> Tensor:
         return self.w_2(F.dropout(torch.relu(self.w_1(x)), self.dropout.p))
@@ -183,6 +271,33 @@ class FeedForwardDropoutInEval(FeedForwardBase):
 class FeedForwardNoDropout(FeedForwardBase):
     def forward(self, x: Tensor) -> Tensor:
         return self.w_2(torch.relu(self.w_1(x)))
+
+
+class FeedForwardDropoutOnOutput(FeedForwardBase):
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(self.w_2(torch.relu(self.w_1(x))))
+
+
+class FeedForwardDropoutOnInput(FeedForwardBase):
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_2(torch.relu(self.w_1(self.dropout(x))))
+
+
+class FeedForwardUnscaledMask(FeedForwardBase):
+    """Drops hidden units with a mask of its own but never divides by 1 - p."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        hidden = torch.relu(self.w_1(x))
+        if self.training:
+            hidden = hidden * (torch.rand_like(hidden) >= self.dropout.p)
+        return self.w_2(hidden)
+
+
+class FeedForwardDropoutBeforeReLU(FeedForwardBase):
+    """Valid: dropout before the ReLU gives the same numbers (relu(m * h) = m * relu(h))."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_2(torch.relu(self.dropout(self.w_1(x))))
 
 
 class FeedForwardSequential(nn.Module):
@@ -279,6 +394,18 @@ class PositionsNoDropout(PositionsBase):
         return x + self.pe[: x.size(1)]
 
 
+class PositionsDropoutOnX(PositionsBase):
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(x) + self.pe[: x.size(1)]
+
+
+class PositionsFunctionalDropout(PositionsBase):
+    """Valid: F.dropout on the sum, with the module's training flag."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(x + self.pe[: x.size(1)], self.dropout.p, self.training)
+
+
 class PositionsFromNumPy(nn.Module):
     """Valid: the NumPy table of chapter 1, (1, max_len, d_model), not saved in state_dict."""
 
@@ -357,6 +484,83 @@ class LayerNoDropout(LayerBase):
         super().__init__(d_model, h, d_ff, 0.0)  # the dropout argument is dropped
 
 
+class StdLayerNorm(nn.Module):
+    """Layer norm as (x - mean) / (std + eps), with nn.LayerNorm's parameter names."""
+
+    def __init__(self, d_model: int, eps: float = 1e-6, unbiased: bool = True) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+        self.eps, self.unbiased = eps, unbiased
+
+    def forward(self, x: Tensor) -> Tensor:
+        mean = x.mean(-1, keepdim=True)
+        std = x.std(-1, keepdim=True, unbiased=self.unbiased)
+        return self.weight * (x - mean) / (std + self.eps) + self.bias
+
+
+class LayerEpsOnStd(LayerBase):
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__(d_model, h, d_ff, dropout)
+        self.norm1 = StdLayerNorm(d_model, unbiased=False)
+        self.norm2 = StdLayerNorm(d_model, unbiased=False)
+
+
+class LayerNoResidualDropout(LayerBase):
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        x = self.norm1(x + self.self_attn(x, x, x, mask))
+        return self.norm2(x + self.feed_forward(x))
+
+
+class LayerDropoutAfterNorm(LayerBase):
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        x = self.dropout(self.norm1(x + self.self_attn(x, x, x, mask)))
+        return self.dropout(self.norm2(x + self.feed_forward(x)))
+
+
+class LayerDropoutOnSum(LayerBase):
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        x = self.norm1(self.dropout(x + self.self_attn(x, x, x, mask)))
+        return self.norm2(self.dropout(x + self.feed_forward(x)))
+
+
+class LayerAttentionWithoutDropout(LayerBase):
+    """Its own attention module keeps an nn.Dropout but never applies it."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__(d_model, h, d_ff, dropout)
+        self.self_attn = AttentionNoDropout(d_model, h, dropout)
+
+
+class LayerDefaultFeedForwardDropout(LayerBase):
+    """PositionwiseFeedForward(d_model, d_ff): the FFN keeps its default dropout of 0.1."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__(d_model, h, d_ff, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff)
+
+
+class LayerFunctionalDropout(LayerBase):
+    """Valid: F.dropout on each sub-layer's output, with the layer's training flag."""
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        p = self.dropout.p
+        x = self.norm1(x + F.dropout(self.self_attn(x, x, x, mask), p, self.training))
+        return self.norm2(x + F.dropout(self.feed_forward(x), p, self.training))
+
+
+class LayerTwoDropoutModules(LayerBase):
+    """Valid: one nn.Dropout per sub-layer instead of one shared module."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__(d_model, h, d_ff, dropout)
+        self.dropout_attn, self.dropout_ffn = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        x = self.norm1(x + self.dropout_attn(self.self_attn(x, x, x, mask)))
+        return self.norm2(x + self.dropout_ffn(self.feed_forward(x)))
+
+
 class LayerResidualHelper(LayerBase):
     """Valid: the reference's residual() helper around each sub-layer."""
 
@@ -392,6 +596,24 @@ MUTANTS = [
            "w_o is missing"),
     Mutant(EXERCISE_MHA, "attention dropout in eval mode", AttentionDropoutInEval, False,
            "still active after model.eval()"),
+    Mutant(EXERCISE_MHA, "dropout on the output", AttentionDropoutOnOutput, False,
+           "dropout acts after the weights meet the values", every_secret=True),
+    Mutant(EXERCISE_MHA, "dropout on the merged heads", AttentionDropoutOnMergedHeads, False,
+           "dropout acts after the weights meet the values", every_secret=True),
+    Mutant(EXERCISE_MHA, "dropout on the values", AttentionDropoutOnValues, False,
+           "dropout acts after the weights meet the values", every_secret=True),
+    Mutant(EXERCISE_MHA, "dropout on the scores", AttentionDropoutOnScores, False,
+           "not the eval-mode values", every_secret=True),
+    Mutant(EXERCISE_MHA, "no dropout on the weights", AttentionNoDropout, False,
+           "no value was dropped", every_secret=True),
+    Mutant(EXERCISE_MHA, "dropout p typed in", AttentionFixedDropout, False,
+           "use the dropout argument", every_secret=True),
+    Mutant(EXERCISE_MHA, "heads merged without transpose", AttentionMergeNoTranspose, False,
+           "merged with a reshape alone", every_secret=True),
+    Mutant(EXERCISE_MHA, "keys and values from the query", AttentionKeysFromQuery, False,
+           "does not depend on key and value", every_secret=True),
+    Mutant(EXERCISE_MHA, "dropout written out", AttentionBernoulliMask, True),
+    Mutant(EXERCISE_MHA, "F.dropout on the weights", AttentionFunctionalDropout, True),
     Mutant(EXERCISE_MHA, "step by step with -inf masking", AttentionBase, True),
     Mutant(EXERCISE_MHA, "einsum", AttentionEinsum, True),
     Mutant(EXERCISE_MHA, "fused scaled_dot_product_attention", AttentionFused, True),
@@ -401,7 +623,16 @@ MUTANTS = [
     Mutant(EXERCISE_FFN, "GELU instead of ReLU", FeedForwardGELU, False, "GELU"),
     Mutant(EXERCISE_FFN, "dropout in eval mode", FeedForwardDropoutInEval, False,
            "still active after model.eval()"),
-    Mutant(EXERCISE_FFN, "no dropout", FeedForwardNoDropout, False, "no dropout is applied"),
+    Mutant(EXERCISE_FFN, "no dropout", FeedForwardNoDropout, False, "no value was dropped"),
+    Mutant(EXERCISE_FFN, "dropout on the output", FeedForwardDropoutOnOutput, False,
+           "acts on the output of w_2", every_secret=True),
+    Mutant(EXERCISE_FFN, "dropout on the input", FeedForwardDropoutOnInput, False,
+           "not the eval-mode values", every_secret=True),
+    Mutant(EXERCISE_FFN, "dropped but not rescaled", FeedForwardUnscaledMask, False,
+           "not divided by 1 - p", every_secret=True),
+    Mutant(EXERCISE_FFN, "GELU, tanh approximation", FeedForwardGELUTanh, False,
+           "tanh approximation", every_secret=True),
+    Mutant(EXERCISE_FFN, "dropout before the ReLU", FeedForwardDropoutBeforeReLU, True),
     Mutant(EXERCISE_FFN, "nn.Sequential parameter names", FeedForwardSequential, False,
            "missing keys"),
     Mutant(EXERCISE_FFN, "w_2(dropout(relu(w_1(x))))", FeedForwardBase, True),
@@ -413,7 +644,10 @@ MUTANTS = [
     Mutant(EXERCISE_PE, "sines and cosines in halves", PositionsHalves, False, "interleave"),
     Mutant(EXERCISE_PE, "frequency exponent i/d_model", PositionsWrongFrequency, False),
     Mutant(EXERCISE_PE, "x scaled by sqrt(d_model)", PositionsScaled, False, "embeddings"),
-    Mutant(EXERCISE_PE, "no dropout", PositionsNoDropout, False, "no dropout is applied"),
+    Mutant(EXERCISE_PE, "no dropout", PositionsNoDropout, False, "no value was dropped"),
+    Mutant(EXERCISE_PE, "dropout on x before adding the table", PositionsDropoutOnX, False,
+           "applied to x before the positional encoding", every_secret=True),
+    Mutant(EXERCISE_PE, "F.dropout on the sum", PositionsFunctionalDropout, True),
     Mutant(EXERCISE_PE, "persistent float64 buffer built in torch", PositionsBase, True),
     Mutant(EXERCISE_PE, "non-persistent buffer from the NumPy table", PositionsFromNumPy, True),
     Mutant(EXERCISE_PE, "table entry by entry", PositionsLoop, True),
@@ -426,7 +660,21 @@ MUTANTS = [
     Mutant(EXERCISE_LAYER, "dropout in eval mode", LayerDropoutInEval, False,
            "still active after model.eval()"),
     Mutant(EXERCISE_LAYER, "dropout argument ignored", LayerNoDropout, False,
-           "no dropout is applied"),
+           "pass the dropout argument on"),
+    Mutant(EXERCISE_LAYER, "eps added to the standard deviation", LayerEpsOnStd, False,
+           "eps is added to the standard deviation", every_secret=True),
+    Mutant(EXERCISE_LAYER, "no dropout on the sub-layer outputs", LayerNoResidualDropout, False,
+           "the sub-layer outputs get no dropout", every_secret=True),
+    Mutant(EXERCISE_LAYER, "dropout after the norm", LayerDropoutAfterNorm, False,
+           "dropout acts after the layer norm", every_secret=True),
+    Mutant(EXERCISE_LAYER, "dropout on the residual sum", LayerDropoutOnSum, False,
+           "x itself is dropped", every_secret=True),
+    Mutant(EXERCISE_LAYER, "attention without dropout", LayerAttentionWithoutDropout, False,
+           "with only self_attn in training mode", every_secret=True),
+    Mutant(EXERCISE_LAYER, "feed-forward with its default dropout",
+           LayerDefaultFeedForwardDropout, False, "the dropout layers use p", every_secret=True),
+    Mutant(EXERCISE_LAYER, "F.dropout on the sub-layer outputs", LayerFunctionalDropout, True),
+    Mutant(EXERCISE_LAYER, "one dropout module per sub-layer", LayerTwoDropoutModules, True),
     Mutant(EXERCISE_LAYER, "post-LN step by step", LayerBase, True),
     Mutant(EXERCISE_LAYER, "reference residual helper", LayerResidualHelper, True),
     Mutant(EXERCISE_LAYER, "F.layer_norm and einsum attention", LayerFunctionalNorm, True),

@@ -83,6 +83,12 @@ def shift_pad(tgt: Tensor, bos_id: int = BOS_ID) -> Tensor:
     return F.pad(tgt, (1, 0), value=bos_id)[:, :-1]
 
 
+def shift_float_bos_column(tgt: Tensor, bos_id: int = BOS_ID) -> Tensor:
+    """torch.full without a dtype makes a float BOS column, and torch.cat promotes the ids."""
+    bos = torch.full((tgt.size(0), 1), bos_id)
+    return torch.cat([bos.float(), tgt[:, :-1]], dim=1)
+
+
 def shift_slice_assign(tgt: Tensor, bos_id: int = BOS_ID) -> Tensor:
     """Fills a new tensor with BOS and copies the target one column to the right."""
     out = torch.full_like(tgt, bos_id)
@@ -134,6 +140,12 @@ def mask_without_head_axis(tgt_in: Tensor, pad_id: int = PAD_ID) -> Tensor:
 def mask_ignores_pad_id(tgt_in: Tensor, pad_id: int = PAD_ID) -> Tensor:
     """Always compares with the default padding id 0."""
     return _key_not_pad(tgt_in, PAD_ID) & subsequent_mask(tgt_in.size(1))[:, None]
+
+
+def mask_float_causal(tgt_in: Tensor, pad_id: int = PAD_ID) -> Tensor:
+    """torch.tril of a float matrix of ones times the float padding mask: 0/1 floats."""
+    causal = torch.ones(tgt_in.size(1), tgt_in.size(1)).tril()
+    return (tgt_in != pad_id).float()[:, None, None, :] * causal
 
 
 def mask_arange(tgt_in: Tensor, pad_id: int = PAD_ID) -> Tensor:
@@ -245,6 +257,15 @@ class LayerCrossFromDecoder(_Layer):
         return self._ffn(x)
 
 
+class LayerCrossFromDecoderSrcMask(_Layer):
+    """Cross-attention over the decoder states with the source mask: the shapes clash."""
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        x = self._res(x, lambda y: self.self_attn(y, y, y, tgt_mask), self.norm1)
+        x = self._res(x, lambda y: self.cross_attn(y, y, y, src_mask), self.norm2)
+        return self._ffn(x)
+
+
 class LayerNoSourceMask(_Layer):
     """Cross-attention ignores the source mask: queries attend to padded source tokens."""
 
@@ -300,6 +321,59 @@ class LayerNormsSwapped(_Layer):
         return self._ffn(x)
 
 
+def _steps(layer: _Layer, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> list:
+    return [(lambda y: layer.self_attn(y, y, y, tgt_mask), layer.norm1),
+            (lambda y: layer.cross_attn(y, memory, memory, src_mask), layer.norm2),
+            (layer.feed_forward, layer.norm3)]
+
+
+class LayerNoResidualDropout(_Layer):
+    """Never applies its own dropout: the sub-layer outputs are added as they are."""
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        for sublayer, norm in _steps(self, memory, src_mask, tgt_mask):
+            x = x + sublayer(norm(x)) if self.norm_first else norm(x + sublayer(x))
+        return x
+
+
+class LayerDropoutAfterNorm(_Layer):
+    """Post-LN with dropout after the norm instead of on the sub-layer's output."""
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        for sublayer, norm in _steps(self, memory, src_mask, tgt_mask):
+            if self.norm_first:
+                x = x + self.dropout(sublayer(norm(x)))
+            else:
+                x = self.dropout(norm(x + sublayer(x)))
+        return x
+
+
+class LayerAttentionsWithoutDropout(_Layer):
+    """MultiHeadAttention(d_model, h): the attentions keep their default dropout of 0."""
+
+    def __init__(self, d_model, h, d_ff, dropout=0.1, norm_first=False, fast_attention=True):
+        super().__init__(d_model, h, d_ff, dropout, norm_first, fast_attention)
+        self.self_attn = MultiHeadAttention(d_model, h, fast=fast_attention)
+        self.cross_attn = MultiHeadAttention(d_model, h, fast=fast_attention)
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        for sublayer, norm in _steps(self, memory, src_mask, tgt_mask):
+            x = self._res(x, sublayer, norm)
+        return x
+
+
+class LayerFunctionalDropout(_Layer):
+    """Valid: F.dropout on each sub-layer's output with the layer's training flag."""
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        def drop(y: Tensor) -> Tensor:
+            return F.dropout(y, self.dropout.p, self.training)
+
+        for sublayer, norm in _steps(self, memory, src_mask, tgt_mask):
+            x = x + drop(sublayer(norm(x))) if self.norm_first else norm(x + drop(sublayer(x)))
+        return x
+
+
 class LayerExplicit(nn.Module):
     """Written out without the ``residual`` helper, with the math attention path only."""
 
@@ -340,11 +414,18 @@ class LayerKeywordCalls(_Layer):
 
 # --- make_model -----------------------------------------------------------------------------
 
+def _require_one_vocabulary(share_embeddings: bool, src_vocab: int, tgt_vocab: int) -> None:
+    if share_embeddings and src_vocab != tgt_vocab:
+        raise ValueError(f"share_embeddings=True needs src_vocab == tgt_vocab, got {src_vocab} "
+                         f"and {tgt_vocab}")
+
+
 def _assemble(
     src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout, norm_first, share_embeddings,
     max_len, fast_attention, embeddings=Embeddings, generator=Generator,
 ) -> EncoderDecoder:
     """An untied, Xavier-initialised model built from the given embedding/generator classes."""
+    _require_one_vocabulary(share_embeddings, src_vocab, tgt_vocab)
     args = (d_model, h, d_ff, dropout, norm_first, fast_attention)
     tgt_embed = embeddings(tgt_vocab, d_model)
     model = EncoderDecoder(
@@ -439,6 +520,7 @@ def model_default_init(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, d
                        norm_first=False, share_embeddings=False, tie_weights=False,
                        max_len=5000, fast_attention=True):
     """Keeps PyTorch's default initialisation (N(0, 1) embeddings)."""
+    _require_one_vocabulary(share_embeddings, src_vocab, tgt_vocab)
     args = (d_model, h, d_ff, dropout, norm_first, fast_attention)
     tgt_embed = Embeddings(tgt_vocab, d_model)
     model = EncoderDecoder(
@@ -477,6 +559,7 @@ def model_keyword_assembly(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=
                            dropout=0.1, *, norm_first=False, share_embeddings=False,
                            tie_weights=False, max_len=5000, fast_attention=True):
     """Ties before initialising and names every constructor argument."""
+    _require_one_vocabulary(share_embeddings, src_vocab, tgt_vocab)
     layer = dict(d_model=d_model, h=h, d_ff=d_ff, dropout=dropout, norm_first=norm_first,
                  fast_attention=fast_attention)
     src_embed = Embeddings(vocab=src_vocab, d_model=d_model)
@@ -509,12 +592,32 @@ def model_named_init(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dro
     return model
 
 
+def model_shares_any_vocabulary(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8,
+                                dropout=0.1, *, norm_first=False, share_embeddings=False,
+                                tie_weights=False, max_len=5000, fast_attention=True):
+    """Shares the target table even when the vocabularies differ, without a word."""
+    if share_embeddings and src_vocab != tgt_vocab:
+        src_vocab = tgt_vocab
+    return model_keyword_assembly(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout,
+                                  norm_first=norm_first, share_embeddings=share_embeddings,
+                                  tie_weights=tie_weights, max_len=max_len,
+                                  fast_attention=fast_attention)
+
+
+def model_positional_signature(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8,
+                               dropout=0.1):
+    """The paper's arguments only: no norm_first, sharing, tying or max_len."""
+    return model_keyword_assembly(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout)
+
+
 MUTANTS = [
     Mutant(SHIFT, "shift left", shift_left, False, "shifted left"),
     Mutant(SHIFT, "keeps the last column", shift_keeps_last_column, False, "drop the last"),
     Mutant(SHIFT, "overwrites the first token", shift_overwrites_first, False, "overwritten"),
     Mutant(SHIFT, "ignores bos_id", shift_ignores_bos_id, False, "bos_id"),
     Mutant(SHIFT, "shifts in place", shift_in_place, False, "in place"),
+    Mutant(SHIFT, "float BOS column", shift_float_bos_column, False,
+           "expected a int64 tensor of ids", every_secret=True),
     Mutant(SHIFT, "torch.roll", shift_roll, True),
     Mutant(SHIFT, "F.pad", shift_pad, True),
     Mutant(SHIFT, "slice assignment", shift_slice_assign, True),
@@ -525,6 +628,8 @@ MUTANTS = [
     Mutant(TGT_MASK, "masks query rows", mask_pads_queries, False, "key"),
     Mutant(TGT_MASK, "no head axis", mask_without_head_axis, False, "(B, 1, T, T)"),
     Mutant(TGT_MASK, "ignores pad_id", mask_ignores_pad_id, False, "pad_id"),
+    Mutant(TGT_MASK, "0/1 float mask", mask_float_causal, False,
+           "the 0s and 1s are in the right places", every_secret=True),
     Mutant(TGT_MASK, "arange comparison", mask_arange, True),
     Mutant(TGT_MASK, "loops", mask_loops, True),
     Mutant(EMBEDDINGS, "no scaling", EmbeddingsUnscaled, False, "sqrt(d_model)"),
@@ -535,7 +640,17 @@ MUTANTS = [
     Mutant(EMBEDDINGS, "F.embedding", EmbeddingsFunctional, True),
     Mutant(EMBEDDINGS, "indexing and a buffer", EmbeddingsIndexing, True),
     Mutant(LAYER, "no causal mask", LayerNoCausalMask, False, "future"),
-    Mutant(LAYER, "cross-attention over the decoder", LayerCrossFromDecoder, False, "memory"),
+    Mutant(LAYER, "cross-attention over the decoder", LayerCrossFromDecoder, False,
+           "keys and values from the encoder output memory"),
+    Mutant(LAYER, "cross-attention over the decoder, source mask", LayerCrossFromDecoderSrcMask,
+           False, "one column per target position", every_secret=True),
+    Mutant(LAYER, "no dropout on the sub-layer outputs", LayerNoResidualDropout, False,
+           "the sub-layer outputs get no dropout", every_secret=True),
+    Mutant(LAYER, "dropout after the norm", LayerDropoutAfterNorm, False,
+           "dropout acts after the layer norm", every_secret=True),
+    Mutant(LAYER, "attentions without dropout", LayerAttentionsWithoutDropout, False,
+           "the dropout layers use p", every_secret=True),
+    Mutant(LAYER, "F.dropout on the sub-layer outputs", LayerFunctionalDropout, True),
     Mutant(LAYER, "no source mask", LayerNoSourceMask, False, "src_mask"),
     Mutant(LAYER, "always post-LN", LayerAlwaysPostLN, False, "norm_first"),
     Mutant(LAYER, "norm order swapped", LayerNormOrderSwapped, False, "norm_first"),
@@ -552,6 +667,11 @@ MUTANTS = [
     Mutant(MODEL, "default initialisation", model_default_init, False, "Xavier"),
     Mutant(MODEL, "dropout ignored", model_fixed_dropout, False, "dropout"),
     Mutant(MODEL, "norm_first not passed on", model_post_ln_always, False, "norm_first"),
+    Mutant(MODEL, "shared embeddings for two vocabularies", model_shares_any_vocabulary, False,
+           "should raise ValueError (share_embeddings=True needs one vocabulary",
+           every_secret=True),
+    Mutant(MODEL, "signature without the keyword arguments", model_positional_signature, False,
+           "make_model must accept the arguments of make_model(src_vocab", every_secret=True),
     Mutant(MODEL, "keyword assembly, tie before init", model_keyword_assembly, True),
     Mutant(MODEL, "Xavier-normal by name", model_named_init, True),
 ]

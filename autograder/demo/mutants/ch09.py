@@ -193,6 +193,12 @@ def noam_step_zero(step: int, d_model: int, warmup: int, factor: float = 1.0) ->
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
+def noam_tensor(step: int, d_model: int, warmup: int, factor: float = 1.0) -> Tensor:
+    """Computes the rate with torch and returns a 0-d tensor."""
+    step_t = torch.tensor(float(max(step, 1)))
+    return factor * d_model**-0.5 * torch.minimum(step_t**-0.5, step_t * warmup**-1.5)
+
+
 def noam_off_by_one(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
     return noam_min(step + 1, d_model, warmup, factor)
 
@@ -296,6 +302,11 @@ def greedy_one_short(model, src, src_mask, max_len, bos_id=BOS_ID, eos_id=EOS_ID
                    steps=lambda src, max_len: max_len - 1)
 
 
+def greedy_one_long(model, src, src_mask, max_len, bos_id=BOS_ID, eos_id=EOS_ID):
+    return _greedy(model, src, src_mask, max_len, bos_id, eos_id,
+                   steps=lambda src, max_len: max_len + 1)
+
+
 def greedy_decode_without_mask(model, src, src_mask, max_len, bos_id=BOS_ID, eos_id=EOS_ID):
     return _greedy(model, src, src_mask, max_len, bos_id, eos_id, decode_mask=None)
 
@@ -337,6 +348,8 @@ MUTANTS = [
     Mutant(EXERCISE_NOAM, "factor ignored", noam_no_factor, False, "factor argument"),
     Mutant(EXERCISE_NOAM, "step 0 not handled", noam_step_zero, False, "treat step 0"),
     Mutant(EXERCISE_NOAM, "off by one step", noam_off_by_one, False, "off by one"),
+    Mutant(EXERCISE_NOAM, "returns a tensor", noam_tensor, False,
+           "expected a Python float, got a tensor", every_secret=True),
 
     Mutant(EXERCISE_GREEDY, "whole batch at once", greedy_batched, True),
     Mutant(EXERCISE_GREEDY, "one sentence at a time", greedy_per_sentence, True),
@@ -350,7 +363,9 @@ MUTANTS = [
     Mutant(EXERCISE_GREEDY, "ignores max_len", greedy_ignores_max_len, False,
            "longer than max_len"),
     Mutant(EXERCISE_GREEDY, "one token short of max_len", greedy_one_short, False,
-           "max_len tokens, EOS included"),
+           "max_len tokens, EOS included", every_secret=True),
+    Mutant(EXERCISE_GREEDY, "one token beyond max_len", greedy_one_long, False,
+           "longer than max_len", every_secret=True),
     Mutant(EXERCISE_GREEDY, "decode without the source mask", greedy_decode_without_mask,
            False, "src_mask"),
     Mutant(EXERCISE_GREEDY, "encode without the source mask", greedy_encode_without_mask,

@@ -9,30 +9,26 @@ of these rules; the valid alternatives reach the same hypotheses another way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from autograder.demo.mutants import Mutant
+from autograder.exercises.beam_variants import beam_variant
 from transformer_ref.masks import subsequent_mask
 from transformer_ref.vocab import BOS_ID, EOS_ID
 
 BEAM = "ch10.beam_search"
-Penalty = Callable[[int, float], float]
 
 
-def _gnmt(length: int, alpha: float) -> float:
-    return ((5.0 + length) / 6.0) ** alpha
-
-
-def _power(length: int, alpha: float) -> float:
-    return max(length, 1) ** alpha
-
-
-def _no_penalty(length: int, alpha: float) -> float:
-    return 1.0
+def _variant(**switches):
+    """A beam search with the bugs ``switches`` names (see :func:`beam_variant`)."""
+    def search(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6, bos_id=BOS_ID,
+               eos_id=EOS_ID):
+        return beam_variant(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
+                            eos_id, **switches)
+    search.__name__ = "beam_search"
+    return search
 
 
 def _log_probs(model: nn.Module, ys: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
@@ -43,97 +39,36 @@ def _log_probs(model: nn.Module, ys: Tensor, memory: Tensor, src_mask: Tensor) -
     return F.log_softmax(model.generator(hidden[:, -1]), dim=-1)
 
 
-def _per_sentence(
-    model: nn.Module, src: Tensor, src_mask: Tensor, max_len: int, beam_size: int,
-    length_penalty: float, bos_id: int, eos_id: int, *, penalty: Penalty = _gnmt,
-    steps: int | None = None, freeze_finished: bool = True, global_top_k: bool = True,
-) -> list[list[int]]:
-    """A readable per-sentence beam search over Python lists; the keywords switch bugs on.
-
-    A hypothesis is ``(tokens, log_p, finished)`` with ``tokens`` counting EOS.
-    """
-    steps = max_len if steps is None else steps
-    results = []
-    with torch.no_grad():
-        for b in range(src.size(0)):
-            mask = src_mask[b : b + 1]
-            memory = model.encode(src[b : b + 1], mask)
-            beam: list[tuple[list[int], float, bool]] = [([], 0.0, False)]
-
-            def score(hyp: tuple[list[int], float, bool]) -> float:
-                return hyp[1] / penalty(len(hyp[0]), length_penalty)
-
-            for _ in range(steps):
-                if all(done for _, _, done in beam):
-                    break
-                candidates = []
-                for tokens, log_p, done in beam:
-                    if done and freeze_finished:
-                        candidates.append((tokens, log_p, True))
-                        continue
-                    ys = torch.tensor([[bos_id] + tokens], dtype=torch.long, device=src.device)
-                    row = _log_probs(model, ys, memory, mask)[0].tolist()
-                    options = [(tokens + [v], log_p + lp, done or v == eos_id)
-                               for v, lp in enumerate(row)]
-                    if not global_top_k and len(beam) > 1:
-                        options = [max(options, key=score)]  # each beam follows its own best
-                    candidates.extend(options)
-                beam = sorted(candidates, key=score, reverse=True)[:beam_size]
-            best = max(beam, key=score)[0]
-            results.append(best[: best.index(eos_id)] if eos_id in best else best)
-    return results
-
-
 # --- bugs -----------------------------------------------------------------------------------
 
-def beam_without_length_penalty(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
-                                bos_id=BOS_ID, eos_id=EOS_ID):
-    """Ranks by the summed log-probability alone, so short outputs win."""
-    return _per_sentence(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
-                         eos_id, penalty=_no_penalty)
-
-
-def beam_power_penalty(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
-                       bos_id=BOS_ID, eos_id=EOS_ID):
-    """Divides by ``length ** alpha`` instead of GNMT's ``((5 + length) / 6) ** alpha``."""
-    return _per_sentence(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
-                         eos_id, penalty=_power)
-
-
-def beam_extends_finished(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
-                          bos_id=BOS_ID, eos_id=EOS_ID):
-    """Keeps extending hypotheses after their EOS (their score and length keep changing)."""
-    return _per_sentence(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
-                         eos_id, freeze_finished=False)
-
-
-def beam_top_k_per_beam(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
-                        bos_id=BOS_ID, eos_id=EOS_ID):
-    """After the first step each hypothesis keeps its own best continuation: beam_size greedy
-    searches instead of one ranking over beam_size * vocab candidates."""
-    return _per_sentence(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
-                         eos_id, global_top_k=False)
+beam_without_length_penalty = _variant(penalty="none")
+beam_power_penalty = _variant(penalty="power")
+beam_extends_finished = _variant(freeze=False)
+beam_top_k_per_beam = _variant(global_top_k=False)
+beam_stops_when_best_ended = _variant(stop="best")
+beam_prunes_by_raw_score = _variant(prune="raw")
+beam_picks_by_raw_score = _variant(pick="raw")
+beam_picks_unfinished = _variant(pick="unfinished")
 
 
 def beam_one_step_short(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
                         bos_id=BOS_ID, eos_id=EOS_ID):
     """Runs ``max_len - 1`` decoding steps (an off-by-one in the loop bound)."""
-    return _per_sentence(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
-                         eos_id, steps=max_len - 1)
+    return beam_variant(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
+                        eos_id, steps=max_len - 1)
 
 
 def beam_one_step_long(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
                        bos_id=BOS_ID, eos_id=EOS_ID):
     """Runs ``max_len + 1`` decoding steps."""
-    return _per_sentence(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
-                         eos_id, steps=max_len + 1)
+    return beam_variant(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
+                        eos_id, steps=max_len + 1)
 
 
 def beam_default_special_ids(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
                              bos_id=BOS_ID, eos_id=EOS_ID):
     """Ignores the ``bos_id`` and ``eos_id`` arguments and uses the vocabulary's defaults."""
-    return _per_sentence(model, src, src_mask, max_len, beam_size, length_penalty, BOS_ID,
-                         EOS_ID)
+    return beam_variant(model, src, src_mask, max_len, beam_size, length_penalty)
 
 
 # --- valid alternatives -----------------------------------------------------------------------
@@ -141,8 +76,8 @@ def beam_default_special_ids(model, src, src_mask, max_len, beam_size=4, length_
 def beam_per_sentence(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
                       bos_id=BOS_ID, eos_id=EOS_ID):
     """One sentence at a time, hypotheses as Python lists, sorted by normalised score."""
-    return _per_sentence(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
-                         eos_id)
+    return beam_variant(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
+                        eos_id)
 
 
 @torch.no_grad()
@@ -186,9 +121,20 @@ def beam_batched_growing(model, src, src_mask, max_len, beam_size=4, length_pena
 MUTANTS = [
     Mutant(BEAM, "no length normalisation", beam_without_length_penalty, False,
            "without length normalisation"),
-    Mutant(BEAM, "length ** alpha penalty", beam_power_penalty, False, "length ** alpha"),
-    Mutant(BEAM, "keeps extending finished hypotheses", beam_extends_finished, False, None),
-    Mutant(BEAM, "top-1 per beam, no ranking across the beam", beam_top_k_per_beam, False, None),
+    Mutant(BEAM, "length ** alpha penalty", beam_power_penalty, False, "length ** alpha",
+           every_secret=True),
+    Mutant(BEAM, "keeps extending finished hypotheses", beam_extends_finished, False,
+           "hypotheses went on after their EOS", every_secret=True),
+    Mutant(BEAM, "top-1 per beam, no ranking across the beam", beam_top_k_per_beam, False,
+           "kept only its own best continuation", every_secret=True),
+    Mutant(BEAM, "stops when the best hypothesis has ended", beam_stops_when_best_ended, False,
+           "stopped as soon as the best hypothesis", every_secret=True),
+    Mutant(BEAM, "survivors by raw log P", beam_prunes_by_raw_score, False,
+           "survivors of each step were chosen by the raw log P", every_secret=True),
+    Mutant(BEAM, "final pick by raw log P", beam_picks_by_raw_score, False,
+           "the answer was picked by the raw log P", every_secret=True),
+    Mutant(BEAM, "final pick among unfinished hypotheses", beam_picks_unfinished, False,
+           "the best hypothesis that had not ended", every_secret=True),
     Mutant(BEAM, "max_len - 1 steps", beam_one_step_short, False, "one step early"),
     Mutant(BEAM, "max_len + 1 steps", beam_one_step_long, False, "more than max_len"),
     Mutant(BEAM, "ignores bos_id and eos_id", beam_default_special_ids, False, None),

@@ -21,6 +21,11 @@ from autograder.exercises.checking import (
 from autograder.exercises.registry import register
 from transformer_ref.np_positional import positional_encoding as reference_encoding
 
+# The contract of positional_encoding: the table is float32, the dtype models train in and half
+# the memory of float64; later chapters add it to float32 embeddings.
+FLOAT32_RULE = ("the table is float32 by the course's contract (the dtype models train in, "
+                "half the memory of float64)")
+
 FREQUENCY_HINT = (
     "the first column is right but later ones are not: check the frequencies "
     "w_i = 1 / 10000^(2i / d_model), where i counts sine/cosine pairs (column 2i holds "
@@ -67,7 +72,7 @@ def check_positional_encoding(ctx: CheckContext, fn: Callable[..., Any]) -> None
         got = call(fn, seq_len, d_model)
         expected = ctx.reference(seq_len, d_model)
         compare(got, expected, f"positional_encoding({seq_len}, {d_model})", dtype=np.float32,
-                hints=_encoding_hints(expected, seq_len, d_model))
+                dtype_rule=FLOAT32_RULE, hints=_encoding_hints(expected, seq_len, d_model))
     odd = 2 * int(rng.integers(1, 20)) + 1
     expect_raises(fn, ValueError, int(rng.integers(3, 20)), odd,
                   reason=f"d_model={odd} is odd, but sines and cosines come in pairs")
@@ -111,7 +116,8 @@ def _rotation_hints(expected: np.ndarray) -> list[Hint]:
 )
 def check_relative_position_matrix(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """For several offsets k and widths: the defining property ``PE[p + k] = PE[p] @ M`` for
-    many positions p, then the matrix itself against the reference."""
+    many positions p, then the matrix itself against the reference (any float dtype); then
+    ValueError for an odd ``d_model``."""
     rng = ctx.rng
     cases = [(1, 8), (int(rng.integers(2, 12)), 2 * int(rng.integers(5, 17))),
              (0, 6), (int(rng.integers(20, 60)), 2 * int(rng.integers(8, 33))), (3, 2)]
@@ -132,3 +138,6 @@ def check_relative_position_matrix(ctx: CheckContext, fn: Callable[..., Any]) ->
                        f"and PE[p + {k}] is {encodings[p + k, column]:.6g}.")
             fail(add_hint(message, got, hints))
         compare(got, expected, what, hints=hints)
+    odd = 2 * int(rng.integers(1, 20)) + 1
+    expect_raises(fn, ValueError, int(rng.integers(1, 9)), odd,
+                  reason=f"d_model={odd} is odd: the encoding has no sine/cosine pairs")

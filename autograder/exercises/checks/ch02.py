@@ -7,17 +7,19 @@ exercises (one head, many heads).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from autograder.exercises.checking import (
+    KEEP_DTYPE,
     CheckContext,
-    CheckFailure,
+    ErrorHint,
     Hint,
     call,
     compare,
+    error_hints,
     expect_tuple,
     random_batch_shape,
     random_mask,
@@ -95,8 +97,8 @@ def check_softmax(ctx: CheckContext, fn: Callable[..., Any]) -> None:
                         predicate=lambda got: np.isfinite(got).all())])
 
     x32 = (3.0 * rng.standard_normal((2, int(rng.integers(3, 9))))).astype(np.float32)
-    compare(call(fn, x32), ctx.reference(x32), "softmax(x) with float32 x",
-            hints=_softmax_hints(x32, -1))
+    compare(call(fn, x32), ctx.reference(x32), "softmax(x) with float32 x", dtype=np.float32,
+            dtype_rule=KEEP_DTYPE, hints=_softmax_hints(x32, -1))
 
 
 MASK_INVERTED = "your mask looks inverted: True must mean 'may attend'"
@@ -111,7 +113,8 @@ MASK_INVERTED = "your mask looks inverted: True must mean 'may attend'"
     reference="transformer_ref.np_scaled_attention:causal_mask",
 )
 def check_causal_mask(ctx: CheckContext, fn: Callable[..., Any]) -> None:
-    """Boolean ``(n, n)``, True on and below the diagonal, for several sizes including 1."""
+    """Boolean ``(n, n)``, True on and below the diagonal, for several sizes including 1 (a
+    0/1 array of numbers fails: the masks the course builds are boolean)."""
     for n in (4, int(ctx.rng.integers(5, 13)), 2, 1):
         expected = ctx.reference(n)
         ones = np.ones((n, n), dtype=bool)
@@ -119,8 +122,9 @@ def check_causal_mask(ctx: CheckContext, fn: Callable[..., Any]) -> None:
             Hint(f"{MASK_INVERTED} (query i may attend to keys 0 .. i).", buggy=~expected),
             Hint("the diagonal must be True: a position may attend to itself.",
                  buggy=np.tril(ones, k=-1)),
-            Hint("True must lie on and below the diagonal (rows are queries, columns are keys); "
-                 "you have the upper triangle.", buggy=np.triu(ones)),
+            Hint("your True entries fill the upper triangle (what np.triu gives); query i may "
+                 "attend to keys 0 .. i, so True belongs on and below the diagonal (rows are "
+                 "queries, columns are keys): the lower triangle.", buggy=np.triu(ones)),
         ])
 
 
@@ -182,7 +186,7 @@ def attention_hints(
             "the scores were scaled with d_v = v.shape[-1]: the scale is 1 / sqrt(d_k), with "
             "d_k = q.shape[-1].", buggy=scaled_by_d_v))
     if mask is not None:
-        allowed = np.broadcast_to(mask, expected_weights.shape)
+        allowed = np.broadcast_to(np.asarray(mask, dtype=bool), expected_weights.shape)
         unmasked = reference_attention(q, k, v)[1]
         scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(d_k)
         weight_hints += [
@@ -225,25 +229,27 @@ def check_attention_result(
     hints: tuple[list[Hint], list[Hint]],
 ) -> None:
     """Check the learner's ``(out, weights)`` against ``expected``: the weights first (their
-    bugs are easier to name), then the output."""
+    bugs are easier to name), then the output; both must keep the dtype of ``expected``
+    (the inputs' float dtype)."""
     out, weights = expect_tuple(got, ("out", "weights"), what)
     weight_hints, out_hints = hints
-    compare(weights, expected[1], f"weights of {what}", hints=weight_hints)
-    compare(out, expected[0], f"out of {what}", hints=out_hints)
+    compare(weights, expected[1], f"weights of {what}", hints=weight_hints,
+            dtype=expected[1].dtype, dtype_rule=KEEP_DTYPE)
+    compare(out, expected[0], f"out of {what}", hints=out_hints, dtype=expected[0].dtype,
+            dtype_rule=KEEP_DTYPE)
 
 
-def call_with_mask(fn: Callable[..., Any], *args: Any, mask_shape: tuple[int, ...]) -> Any:
+def call_with_mask(fn: Callable[..., Any], *args: Any, mask_shape: tuple[int, ...],
+                   hints: Sequence[ErrorHint] = ()) -> Any:
     """:func:`call` for functions whose last argument is a mask that only broadcasts to the
-    scores: an IndexError (boolean indexing with that mask) gets a hint about broadcasting."""
-    try:
+    scores: an IndexError (boolean indexing with that mask) gets a hint about broadcasting,
+    after the more specific ``hints``."""
+    broadcast = ErrorHint(
+        f"the mask has shape {mask_shape} and only broadcasts to the scores; use "
+        "np.where(mask, scores, -np.inf), which broadcasts, rather than indexing with the mask.",
+        ("IndexError",))
+    with error_hints([*hints, broadcast]):
         return call(fn, *args)
-    except CheckFailure as exc:
-        if not isinstance(exc.__cause__, IndexError):
-            raise
-        raise CheckFailure(
-            f"{exc} Hint: the mask has shape {mask_shape} and only broadcasts to the scores; "
-            "use np.where(mask, scores, -np.inf), which broadcasts, rather than indexing "
-            "with the mask.") from None
 
 
 @register(
@@ -256,8 +262,8 @@ def call_with_mask(fn: Callable[..., Any], *args: Any, mask_shape: tuple[int, ..
 )
 def check_scaled_dot_product_attention(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Several leading dimensions, ``n_q != n_k`` and ``d_v != d_k``; masks of full and of
-    broadcast shape that hide some keys of every row; large scores; float32; and ``d_k == d_v``
-    (to tell values from keys)."""
+    broadcast shape that hide some keys of every row; large scores; float32 (the result stays
+    float32) with a 0/1 float mask, and ``d_k == d_v`` (to tell values from keys)."""
     rng = ctx.rng
     batch = random_batch_shape(rng, min_dims=2)
     n_q, n_k = int(rng.integers(2, 6)), int(rng.integers(6, 9))
@@ -283,10 +289,11 @@ def check_scaled_dot_product_attention(ctx: CheckContext, fn: Callable[..., Any]
                            "scaled_dot_product_attention with large scores",
                            attention_hints(q, k, v, None))
 
+    # A 0/1 mask of numbers, as np.tril(np.ones(...)) makes: masks may come that way.
     d = int(rng.integers(3, 7))
     q, k, v = (draw(batch + (n, d), dtype=np.float32) for n in (n_q, n_k, n_k))
-    mask = random_mask(rng, (1,) * len(batch) + (n_q, n_k))
+    mask = random_mask(rng, (1,) * len(batch) + (n_q, n_k)).astype(np.float32)
     check_attention_result(call_with_mask(fn, q, k, v, mask, mask_shape=mask.shape),
                            ctx.reference(q, k, v, mask),
-                           "scaled_dot_product_attention with float32 inputs and d_v == d_k",
-                           attention_hints(q, k, v, mask))
+                           "scaled_dot_product_attention with float32 inputs, d_v == d_k and a "
+                           "0/1 float32 mask", attention_hints(q, k, v, mask))

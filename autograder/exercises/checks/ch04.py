@@ -16,10 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from autograder.exercises.checking import CheckContext, Hint, call, compare, expect_raises
+from autograder.exercises.checking import (
+    CheckContext,
+    ErrorHint,
+    Hint,
+    call,
+    compare,
+    expect_raises,
+)
 from autograder.exercises.checks.ch02 import attention_hints, call_with_mask, check_attention_result
 from autograder.exercises.registry import register
-from transformer_ref.np_attention import causal_mask, split_heads
+from transformer_ref.np_attention import causal_mask, scaled_dot_product_attention, split_heads
 
 # The course's building blocks the chapter's setup cell gives the learner's code; while an
 # exercise of this chapter is graded, its process holds these and nothing else of the course.
@@ -28,6 +35,17 @@ BUILDING_BLOCKS = (
     "transformer_ref.np_scaled_attention:causal_mask",
     "transformer_ref.np_scaled_attention:scaled_dot_product_attention",
 )
+
+
+HEAD_AXIS_HINT = (
+    "the mask needs a head axis: it is (..., n_q, n_k) (or (..., 1, n_k)) while the scores "
+    "are (..., num_heads, n_q, n_k), so without one it lines up with the wrong axes. Insert "
+    "it with np.expand_dims(mask, -3) (or mask[..., None, :, :]) before masking."
+)
+
+# A mask without the head axis often does not broadcast to the scores at all.
+MASK_BROADCAST_HINT = ErrorHint(HEAD_AXIS_HINT, ("ValueError", "IndexError"),
+                                r"broadcast|boolean index|mask")
 
 
 def draw(rng: np.random.Generator, shape: tuple[int, ...], dtype: type = np.float64,
@@ -80,7 +98,7 @@ def _split_hints(x: np.ndarray, num_heads: int) -> list[Hint]:
 )
 def check_split_heads(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Two batch axes, none (float32) and one; the dtype is kept; ``d_model`` not divisible by
-    ``num_heads`` raises ValueError."""
+    ``num_heads`` raises ValueError whose message shows both numbers."""
     rng = ctx.rng
     for ndim, dtype in ((2, np.float64), (0, np.float32), (1, np.float64)):
         num_heads, d_k = head_sizes(rng)
@@ -90,7 +108,8 @@ def check_split_heads(ctx: CheckContext, fn: Callable[..., Any]) -> None:
                 dtype=x.dtype, hints=_split_hints(x, num_heads))
     d_model, num_heads = non_divisible(rng)
     expect_raises(fn, ValueError, draw(rng, (2, 3, d_model)), num_heads,
-                  reason=f"d_model={d_model} is not divisible by num_heads={num_heads}")
+                  reason=f"d_model={d_model} is not divisible by num_heads={num_heads}",
+                  mentions=(d_model, num_heads))
 
 
 # ----------------------------------------------------------------------------- merge_heads
@@ -177,10 +196,23 @@ def _mha_hints(
     n_q, n_k = x_q.shape[-2], x_kv.shape[-2]
     if n_q != n_k:
         weight_hints.append(Hint(
-            "the weights have one column per query: keys and values must come from x_kv, "
-            "not x_q.", predicate=lambda got: got.shape[-2:] == (n_q, n_q)))
-    heads_mask = None if mask is None else np.asarray(mask)[..., None, :, :]
+            f"the weights have {n_q} columns, one per query, where attention gives one per "
+            f"key ({n_k}): keys and values must come from x_kv, not x_q.",
+            predicate=lambda got: got.shape[-2:] == (n_q, n_q)))
+    heads_mask = None if mask is None else np.asarray(mask, dtype=bool)[..., None, :, :]
     q, k, v = (split_heads(x @ W, num_heads) for x, W in ((x_q, W_q), (x_kv, W_k), (x_kv, W_v)))
+    if mask is not None and np.ndim(mask) >= 3:
+        try:  # a mask without the head axis lines up with the wrong axes of the scores
+            unexpanded = scaled_dot_product_attention(q, k, v, np.asarray(mask, dtype=bool))[1]
+        except ValueError:
+            pass
+        else:
+            weight_hints.insert(0, Hint(HEAD_AXIS_HINT, buggy=unexpanded))
+    heads = scaled_dot_product_attention(q, k, v, heads_mask)[0]  # (..., h, n_q, d_k)
+    out_hints.append(Hint(
+        "the heads were merged without bringing the head axis next to the features: "
+        "swap the head and position axes (np.swapaxes(heads, -2, -3)) before reshaping to "
+        "(..., n_q, d_model).", buggy=heads.reshape(*heads.shape[:-3], n_q, d_model) @ W_o))
     weight_hints += attention_hints(q, k, v, heads_mask)[0]
     return weight_hints, out_hints
 
@@ -192,7 +224,7 @@ def _mha_cases(rng: np.random.Generator) -> list[tuple[str, tuple[Any, ...]]]:
         ("self-attention", False, 1, None, np.float64),
         ("cross-attention (n_q != n_k)", True, 1, None, np.float64),
         ("cross-attention with a padding mask", True, 2, "padding", np.float64),
-        ("self-attention with a causal mask, float32", False, 1, "causal", np.float32),
+        ("self-attention with a 0/1 causal mask, float32", False, 1, "causal", np.float32),
     ]
     cases = []
     for what, cross, ndim, mask_kind, dtype in specs:
@@ -205,7 +237,8 @@ def _mha_cases(rng: np.random.Generator) -> list[tuple[str, tuple[Any, ...]]]:
         x_kv = draw(rng, batch + (n_k, d_model), dtype) if cross else x_q
         matrices = [draw(rng, (d_model, d_model), dtype, 1.5 / math.sqrt(d_model))
                     for _ in range(4)]
-        mask = {None: None, "causal": causal_mask(n_q),
+        # The causal mask comes as 0/1 numbers: masks may be given that way.
+        mask = {None: None, "causal": causal_mask(n_q).astype(dtype),
                 "padding": padding(rng, batch, n_k)}[mask_kind]
         cases.append((what, (x_q, x_kv, *matrices, num_heads, mask)))
     return cases
@@ -223,17 +256,19 @@ def _mha_cases(rng: np.random.Generator) -> list[tuple[str, tuple[Any, ...]]]:
 def check_multi_head_attention(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Self- and cross-attention (``n_q != n_k``), a padding mask that differs between the
     sequences of two batch axes, a causal mask in float32; weights are compared before the
-    output. ``d_model`` not divisible by ``num_heads`` raises ValueError."""
+    output; results keep the inputs' dtype. ``d_model`` not divisible by ``num_heads`` raises
+    ValueError whose message shows both numbers."""
     rng = ctx.rng
     for what, args in _mha_cases(rng):
         x_q, x_kv, num_heads, mask = args[0], args[1], args[6], args[7]
         where = (f"multi_head_attention, {what} (x_q {x_q.shape}, x_kv {x_kv.shape}, "
                  f"num_heads={num_heads}, mask {None if mask is None else mask.shape})")
-        got = call(fn, *args) if mask is None else call_with_mask(fn, *args,
-                                                                   mask_shape=mask.shape)
+        got = call(fn, *args) if mask is None else call_with_mask(
+            fn, *args, mask_shape=mask.shape, hints=[MASK_BROADCAST_HINT])
         check_attention_result(got, ctx.reference(*args), where, _mha_hints(args, ctx.reference))
     d_model, num_heads = non_divisible(rng)
     x = draw(rng, (2, 3, d_model))
     W = draw(rng, (d_model, d_model), scale=1 / math.sqrt(d_model))
     expect_raises(fn, ValueError, x, x, W, W, W, W, num_heads,
-                  reason=f"d_model={d_model} is not divisible by num_heads={num_heads}")
+                  reason=f"d_model={d_model} is not divisible by num_heads={num_heads}",
+                  mentions=(d_model, num_heads))

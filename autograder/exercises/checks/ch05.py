@@ -111,8 +111,8 @@ def _layer_norm_hints(x: np.ndarray, gamma: Any, beta: Any, eps: float) -> list[
 )
 def check_layer_norm(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Rows with a tiny variance in every case (eps placement); two batch axes without gamma
-    and beta; gamma and beta on one batch axis, in float64 and in float32; an ``eps`` other
-    than the default."""
+    and beta; gamma and beta on one batch axis, in float64 and in float32 (the result keeps
+    the dtype); an ``eps`` other than the default."""
     rng = ctx.rng
     specs = [  # batch axes, gamma/beta?, explicit eps?, dtype
         (2, False, False, np.float64),
@@ -129,7 +129,7 @@ def check_layer_norm(ctx: CheckContext, fn: Callable[..., Any]) -> None:
         args = (x, gamma, beta) if affine_params else (x,)
         kwargs = {} if eps is None else {"eps": eps}
         compare(call(fn, *args, **kwargs), ctx.reference(*args, **kwargs),
-                _describe_ln(x, gamma, beta, eps),
+                _describe_ln(x, gamma, beta, eps), dtype=x.dtype,
                 hints=_layer_norm_hints(x, gamma, beta, 1e-5 if eps is None else eps))
 
 
@@ -161,7 +161,7 @@ def _ffn_hints(*args: np.ndarray) -> list[Hint]:
 )
 def check_feed_forward(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Pre-activations and outputs of both signs, ``d_ff != d_model``, two, one and three
-    batch axes, float32."""
+    batch axes, float32 (the result keeps the dtype)."""
     rng = ctx.rng
     for ndim, dtype in ((2, np.float64), (1, np.float32), (3, np.float64)):
         d_model = int(rng.integers(3, 9))
@@ -173,7 +173,8 @@ def check_feed_forward(ctx: CheckContext, fn: Callable[..., Any]) -> None:
                 draw(rng, (d_model,), dtype, 0.5))
         what = (f"feed_forward(x {args[0].shape}, W1 {args[1].shape}, b1, W2 {args[3].shape}, "
                 f"b2) in {np.dtype(dtype)}")
-        compare(call(fn, *args), ctx.reference(*args), what, hints=_ffn_hints(*args))
+        compare(call(fn, *args), ctx.reference(*args), what, dtype=dtype,
+                hints=_ffn_hints(*args))
 
 
 # ----------------------------------------------------------------------------- add_and_norm
@@ -211,7 +212,7 @@ def _add_and_norm_hints(
 )
 def check_add_and_norm(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Sums ``x + sublayer_out`` with some nearly constant rows, gamma and beta, float64 and
-    float32, and an ``eps`` other than the default."""
+    float32 (the result keeps the dtype), and an ``eps`` other than the default."""
     rng = ctx.rng
     for explicit_eps, dtype in ((False, np.float64), (False, np.float32), (True, np.float32)):
         d = int(rng.integers(4, 13))
@@ -225,6 +226,6 @@ def check_add_and_norm(ctx: CheckContext, fn: Callable[..., Any]) -> None:
         what = (f"add_and_norm(x {x.shape}, sublayer_out, gamma, beta"
                 f"{'' if eps is None else f', eps={eps:g}'}) in {np.dtype(dtype)}")
         compare(call(fn, x, sublayer_out, gamma, beta, **kwargs),
-                ctx.reference(x, sublayer_out, gamma, beta, **kwargs), what,
+                ctx.reference(x, sublayer_out, gamma, beta, **kwargs), what, dtype=dtype,
                 hints=_add_and_norm_hints(x, sublayer_out, gamma, beta,
                                           1e-5 if eps is None else eps))

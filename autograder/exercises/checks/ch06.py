@@ -110,7 +110,8 @@ def _block_hints(x: np.ndarray, p: dict[str, Any], num_heads: int, mask: Any) ->
 )
 def check_encoder_block(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """A padding mask that differs between sequences, in float64 with one batch axis and in
-    float32 with two; no mask in float64. Gains and shifts differ between the sublayers."""
+    float32 with two (the result keeps the dtype); no mask in float64. Gains and shifts differ
+    between the sublayers."""
     rng = ctx.rng
     for ndim, masked, dtype in ((1, True, np.float64), (2, True, np.float32),
                                 (1, False, np.float64)):
@@ -124,7 +125,7 @@ def check_encoder_block(ctx: CheckContext, fn: Callable[..., Any]) -> None:
         what = (f"encoder_block(x {x.shape} in {x.dtype}, params, num_heads={num_heads}, "
                 f"{_mask_words(mask)})")
         compare(call(fn, x, params, num_heads, mask), ctx.reference(x, params, num_heads, mask),
-                what, hints=_block_hints(x, params, num_heads, mask))
+                what, dtype=dtype, hints=_block_hints(x, params, num_heads, mask))
 
 
 # ----------------------------------------------------------------------------- encoder
@@ -173,7 +174,8 @@ def _encoder_hints(
 )
 def check_encoder(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Two or three layers with their own parameters; a padding mask with one batch axis in
-    float64 and with two in float32; 1-D tokens without a mask."""
+    float64 and with two in float32 (the result has the embedding's dtype); 1-D tokens without
+    a mask."""
     rng = ctx.rng
     for ndim, masked, dtype in ((1, True, np.float64), (2, True, np.float32),
                                 (0, False, np.float64)):
@@ -190,4 +192,5 @@ def check_encoder(ctx: CheckContext, fn: Callable[..., Any]) -> None:
                 f"{embedding.dtype}, {n_layers} layers, num_heads={num_heads}, "
                 f"{_mask_words(mask)})")
         args = (tokens, embedding, layers, num_heads, mask)
-        compare(call(fn, *args), ctx.reference(*args), what, hints=_encoder_hints(*args))
+        compare(call(fn, *args), ctx.reference(*args), what, dtype=dtype,
+                hints=_encoder_hints(*args))

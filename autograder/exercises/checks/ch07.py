@@ -13,26 +13,36 @@ torch is imported inside the check functions, so importing this module stays tor
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from autograder.exercises.checking import CheckContext, Hint
+from autograder.exercises.checking import CheckContext, Hint, fail
+from autograder.exercises.layer_variants import (
+    Step,
+    check_residual_dropout,
+    norm_hints,
+    quiet_rows,
+    run,
+    silenced,
+)
 from autograder.exercises.registry import register
 from autograder.exercises.torch_checking import (
     ModulePair,
     build_modules,
     check_padding_invariant,
     compare_forward,
+    dropout_problem,
     expect_buffer,
     expect_deterministic,
+    expect_dropout_probability,
     expect_random_in_training,
     key_padding_mask,
     padding_lengths,
     random_tensor,
+    training_output,
 )
 from transformer_ref.np_positional import positional_encoding
 
@@ -63,6 +73,16 @@ def _dropout(rng: np.random.Generator) -> float:
     return round(float(rng.uniform(0.1, 0.3)), 3)
 
 
+def _training_dropout(rng: np.random.Generator) -> float:
+    """A dropout probability for the training-mode checks: large, so that about half of the
+    values are dropped, and rarely one a learner would have typed in (0.1, 0.5)."""
+    return round(float(rng.uniform(0.35, 0.65)), 2)
+
+
+def _seed(rng: np.random.Generator) -> int:
+    return int(rng.integers(0, 2**31))
+
+
 def _heads(rng: np.random.Generator) -> tuple[int, int]:
     """``(d_model, h)`` with ``h >= 2`` heads of width ``d_k >= 2``."""
     h, d_k = int(rng.integers(2, 5)), int(rng.integers(2, 6))
@@ -89,10 +109,12 @@ def _attention_variant(
     *,
     scale: bool = True,
     transpose: bool = True,
+    merge: bool = True,
     project: bool = True,
     inverted: bool = False,
 ) -> Tensor:
-    """Multi-head attention with the reference's weights and one known bug switched on."""
+    """Multi-head attention with the reference's weights and one known bug switched on
+    (``merge=False``: heads merged with a reshape alone, without the transpose)."""
     import torch
 
     batch, n_q, d_model = query.shape
@@ -110,7 +132,7 @@ def _attention_variant(
             allowed = ~mask if inverted else mask
             scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
         out = scores.softmax(dim=-1) @ v
-        out = out.transpose(1, 2).reshape(batch, n_q, d_model)
+        out = (out.transpose(1, 2) if merge else out).reshape(batch, n_q, d_model)
         return mha.w_o(out) if project else out
 
 
@@ -126,9 +148,13 @@ def _attention_hints(
         Hint("the heads were split with a reshape to (B, h, n, d_k) alone: reshape to "
              "(B, n, h, d_k) and then transpose(1, 2), so that each head gets whole "
              "positions.", buggy=variant(transpose=False)),
+        Hint("the heads were merged with a reshape alone: transpose(1, 2) back to "
+             "(B, n_q, h, d_k) first, then reshape to (B, n_q, d_model), so that each "
+             "position gets its own features from every head.", buggy=variant(merge=False)),
         Hint("the output projection w_o is missing: apply self.w_o after merging the heads.",
              buggy=variant(project=False)),
     ]
+
     if mask is not None:
         hints += [
             Hint("the mask was ignored: fill the scores where mask is False with a very "
@@ -148,7 +174,8 @@ def _compare_attention(
 ) -> None:
     inputs = (query, key, value) if mask is None else (query, key, value, mask)
     compare_forward(ctx, pair, inputs, call_description=f"{pair.what} on {what}",
-                    hints=_attention_hints(pair.reference, query, key, value, mask))
+                    hints=_attention_hints(pair.reference, query, key, value, mask),
+                    input_names=("query", "key", "value", "mask"))
 
 
 @register(
@@ -164,7 +191,8 @@ def check_multi_head_attention(ctx: CheckContext, fn: Callable[..., Any]) -> Non
     """``MultiHeadAttention(d_model, h, dropout)`` with parameters ``w_q, w_k, w_v, w_o``:
     self-attention without a mask, cross-attention with different query and key lengths,
     distinct key and value tensors and a padding mask ``(B, 1, 1, n_k)``, and a causal and
-    padding mask ``(B, 1, n, n)``; outputs and gradients; no randomness in eval mode."""
+    padding mask ``(B, 1, n, n)``; outputs and gradients; no randomness in eval mode, and in
+    training mode dropout on the attention weights (nowhere else)."""
     rng = ctx.rng
     d_model, h = _heads(rng)
     pair = build_modules(ctx, fn, d_model, h, _dropout(rng))
@@ -186,6 +214,51 @@ def check_multi_head_attention(ctx: CheckContext, fn: Callable[..., Any]) -> Non
     _compare_attention(ctx, pair, x, x, x, mask,
                        f"self-attention on {tuple(x.shape)} with a causal and padding mask "
                        f"{tuple(mask.shape)}")
+    _check_attention_dropout(ctx, fn)
+
+
+def _check_attention_dropout(ctx: CheckContext, fn: Callable[..., Any]) -> None:
+    """Training mode: dropout acts on the attention weights, nowhere else.
+
+    With fewer keys than the width of a head, the value vectors of a head are independent,
+    so the weights each query gave each key can be read back from the output (through the
+    inverse of w_o). They must be the eval-mode weights with some set to 0 and the others
+    divided by 1 - p; dropout anywhere else leaves an output that is no such combination.
+    """
+    import torch
+
+    rng = ctx.rng
+    h, d_k = 2, int(rng.integers(5, 8))
+    batch, n_q, n_k = 4, 8, int(rng.integers(2, 4))
+    p = _training_dropout(rng)
+    pair = build_modules(ctx, fn, h * d_k, h, p)
+    query = random_tensor(rng, (batch, n_q, h * d_k))
+    key, value = (random_tensor(rng, (batch, n_k, h * d_k)) for _ in range(2))
+    got = training_output(pair.learner, (query, key, value), _seed(rng), pair.what)
+    what = (f"{pair.what} in training mode on query {tuple(query.shape)}, key and value "
+            f"{tuple(key.shape)}")
+    mha = pair.reference
+
+    def split(t: Tensor) -> Tensor:
+        return t.reshape(batch, t.size(-2), h, d_k).transpose(1, 2)
+
+    with torch.no_grad():
+        q, k, v = split(mha.w_q(query)), split(mha.w_k(key)), split(mha.w_v(value))
+        weights = (q @ k.transpose(-2, -1) / math.sqrt(d_k)).softmax(dim=-1)
+        merged = torch.linalg.solve(mha.w_o.weight, (got - mha.w_o.bias).transpose(-2, -1))
+        heads = split(merged.transpose(-2, -1))  # (B, h, n_q, d_k) before w_o
+        used = heads @ torch.linalg.pinv(v)  # the weights each query gave each key
+        residual = (heads - used @ v).abs().max()
+    advice = (f"Apply self.dropout (p={p}) to the attention weights, after the softmax and "
+              f"before multiplying by the values.")
+    if float(residual) > 1e-6 * float(heads.abs().max()):
+        fail(f"{what}: the output is not the value vectors weighted per key, so dropout acts "
+             f"after the weights meet the values (on the values, on the merged heads or on "
+             f"the output). {advice}")
+    problem = dropout_problem(used, weights, p)
+    if problem:
+        fail(f"{what}: reading the attention weights back from the output, {problem}. "
+             f"{advice}")
 
 
 # ----------------------------------------------------------------------------- feed-forward
@@ -201,8 +274,13 @@ def _ffn_hints(ffn: nn.Module, x: Tensor) -> list[Hint]:
                  buggy=ffn.w_2(hidden)),
             Hint("the ReLU was applied after w_2: it belongs between w_1 and w_2.",
                  buggy=torch.relu(ffn.w_2(hidden))),
+            # The two GELUs differ by less than the float32 tolerance: match each exactly.
             Hint("this is GELU: the paper's network uses ReLU (torch.relu).",
-                 buggy=ffn.w_2(torch.nn.functional.gelu(hidden))),
+                 buggy=ffn.w_2(torch.nn.functional.gelu(hidden)), tolerance=(1e-9, 1e-12)),
+            Hint("this is GELU in its tanh approximation (as GPT-2 uses it): the paper's "
+                 "network uses ReLU (torch.relu).",
+                 buggy=ffn.w_2(torch.nn.functional.gelu(hidden, approximate="tanh")),
+                 tolerance=(1e-9, 1e-12)),
         ]
 
 
@@ -218,7 +296,7 @@ def _ffn_hints(ffn: nn.Module, x: Tensor) -> list[Hint]:
 def check_positionwise_feed_forward(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``PositionwiseFeedForward(d_model, d_ff, dropout)`` with parameters ``w_1, w_2``:
     inputs with one, two and three leading axes; outputs and gradients; dropout off in eval
-    mode and on in training mode."""
+    mode and, in training mode, on the hidden activations (nowhere else)."""
     rng = ctx.rng
     d_model, d_ff = 2 * int(rng.integers(2, 7)), int(rng.integers(5, 17))
     pair = build_modules(ctx, fn, d_model, d_ff, _dropout(rng))
@@ -226,7 +304,40 @@ def check_positionwise_feed_forward(ctx: CheckContext, fn: Callable[..., Any]) -
         x = random_tensor(rng, leading + (d_model,))
         expect_deterministic(pair.learner, (x,), pair.what)
         compare_forward(ctx, pair, (x,), hints=_ffn_hints(pair.reference, x))
-    expect_random_in_training(pair.learner, (random_tensor(rng, (4, 6, d_model)),), pair.what)
+    _check_ffn_dropout(ctx, fn)
+
+
+def _check_ffn_dropout(ctx: CheckContext, fn: Callable[..., Any]) -> None:
+    """Training mode: dropout acts on the hidden activations relu(w_1(x)), nowhere else.
+
+    With d_ff < d_model the hidden activations can be read back from the output (through
+    the pseudo-inverse of w_2); they must be the eval-mode ones with some set to 0 and the
+    others divided by 1 - p.
+    """
+    import torch
+
+    rng = ctx.rng
+    d_model = 2 * int(rng.integers(5, 8))
+    d_ff = int(rng.integers(3, d_model // 2 + 1))
+    p = _training_dropout(rng)
+    pair = build_modules(ctx, fn, d_model, d_ff, p)
+    x = random_tensor(rng, (4, 8, d_model))
+    got = training_output(pair.learner, (x,), _seed(rng), pair.what)
+    what = f"{pair.what} in training mode on x {tuple(x.shape)}"
+    ffn = pair.reference
+    with torch.no_grad():
+        hidden = torch.relu(ffn.w_1(x))
+        used = (got - ffn.w_2.bias) @ torch.linalg.pinv(ffn.w_2.weight).T
+        residual = (got - ffn.w_2(used)).abs().max()
+    advice = (f"Apply self.dropout (p={p}) to the hidden activations, between the two layers: "
+              f"w_2(dropout(relu(w_1(x)))).")
+    if float(residual) > 1e-6 * float(got.abs().max()):
+        fail(f"{what}: the output is not w_2 applied to some hidden activations, so dropout "
+             f"acts on the output of w_2 (or after it). {advice}")
+    problem = dropout_problem(used, hidden, p)
+    if problem:
+        fail(f"{what}: reading the hidden activations back from the output, {problem}. "
+             f"{advice}")
 
 
 # ----------------------------------------------------------------------------- positions
@@ -266,7 +377,7 @@ def _positional_hints(x: Tensor) -> list[Hint]:
 def check_positional_encoding(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``PositionalEncoding(d_model, dropout, max_len)`` holding the table as a buffer named
     ``pe`` (not a parameter): sequences of several lengths up to ``max_len``; outputs and
-    gradients; dropout off in eval mode and on in training mode."""
+    gradients; dropout off in eval mode and, in training mode, on the sum ``x + pe``."""
     rng = ctx.rng
     d_model, max_len = 2 * int(rng.integers(2, 9)), int(rng.integers(20, 61))
     pair = build_modules(ctx, fn, d_model, _dropout(rng), max_len)
@@ -275,33 +386,59 @@ def check_positional_encoding(ctx: CheckContext, fn: Callable[..., Any]) -> None
         x = random_tensor(rng, (int(rng.integers(1, 4)), length, d_model))
         expect_deterministic(pair.learner, (x,), pair.what)
         compare_forward(ctx, pair, (x,), hints=_positional_hints(x))
-    expect_random_in_training(pair.learner, (random_tensor(rng, (2, 8, d_model)),), pair.what)
+    _check_positional_dropout(ctx, fn)
+
+
+def _check_positional_dropout(ctx: CheckContext, fn: Callable[..., Any]) -> None:
+    """Training mode: dropout acts on the sum x + pe, so every output is 0 or
+    (x + pe) / (1 - p)."""
+    rng = ctx.rng
+    d_model, length = 2 * int(rng.integers(3, 7)), int(rng.integers(6, 12))
+    p = _training_dropout(rng)
+    pair = build_modules(ctx, fn, d_model, p, length + int(rng.integers(0, 10)))
+    x = random_tensor(rng, (3, length, d_model))
+    got = training_output(pair.learner, (x,), _seed(rng), pair.what)
+    what = f"{pair.what} in training mode on x {tuple(x.shape)}"
+    pe = pair.reference.pe[:, :length]
+    problem = dropout_problem(got, x + pe, p)
+    if problem is None:
+        return
+    advice = f"Apply self.dropout (p={p}) to the sum: dropout(x + pe[:, :L])."
+    if dropout_problem(got - pe, x, p) is None:
+        fail(f"{what}: dropout was applied to x before the positional encoding was added, so "
+             f"the table itself is never dropped. {advice}")
+    fail(f"{what}: {problem}. {advice}")
 
 
 # ----------------------------------------------------------------------------- encoder layer
 
 
+def _encoder_steps(layer: nn.Module, mask: Tensor | None, swap_norms: bool = False
+                   ) -> list[Step]:
+    """The steps of an encoder layer: self-attention with ``mask``, then the FFN."""
+    norms = [layer.norm2, layer.norm1] if swap_norms else [layer.norm1, layer.norm2]
+    return [Step(lambda y: layer.self_attn(y, y, y, mask), norms[0]),
+            Step(layer.feed_forward, norms[1])]
+
+
 def _encoder_hints(layer: nn.Module, x: Tensor, mask: Tensor | None) -> list[Hint]:
     import torch
 
-    pre_ln = copy.deepcopy(layer)
-    pre_ln.norm_first = True
-    swapped = copy.deepcopy(layer)
-    swapped.norm1, swapped.norm2 = swapped.norm2, swapped.norm1
+    def variant(steps: list[Step] | None = None, **switches: Any) -> Tensor:
+        options = {"norm_first": False, **switches}
+        return run(x, steps or _encoder_steps(layer, mask), layer.dropout, **options)
+
     with torch.no_grad():
-        attended = layer.norm1(layer.self_attn(x, x, x, mask))
-        hints = [
-            Hint("this is pre-LN, x + sublayer(norm(x)): the layer is post-LN, "
-                 "norm(x + sublayer(x)), as in the paper.", buggy=pre_ln(x, mask)),
+        hints = norm_hints(variant, norm_first=False) + [
             Hint("the residual connections are missing: each sub-layer's output is added to "
                  "its input before the normalisation, norm(x + sublayer(x)).",
-                 buggy=layer.norm2(layer.feed_forward(attended))),
+                 buggy=variant(residual=False)),
             Hint("norm1 and norm2 are swapped: norm1 follows self-attention, norm2 the "
-                 "feed-forward network.", buggy=swapped(x, mask)),
+                 "feed-forward network.", buggy=variant(_encoder_steps(layer, mask, True))),
         ]
         if mask is not None:
             hints.append(Hint("the mask was not passed to self-attention.",
-                              buggy=layer(x, None)))
+                              buggy=variant(_encoder_steps(layer, None))))
     return hints
 
 
@@ -316,18 +453,28 @@ def _encoder_hints(layer: nn.Module, x: Tensor, mask: Tensor | None) -> list[Hin
 )
 def check_encoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``EncoderLayer(d_model, h, d_ff, dropout)`` with sub-modules ``self_attn,
-    feed_forward, norm1, norm2``: with a padding mask ``(B, 1, 1, S)`` and without one;
-    outputs and gradients; padded positions do not change the others; dropout off in eval
-    mode and on in training mode."""
+    feed_forward, norm1, norm2``: nearly constant rows with the attention silenced (the
+    layer-norm formula shows), then a padding mask ``(B, 1, 1, S)`` and no mask; outputs and
+    gradients; padded positions do not change the others; dropout off in eval mode; in
+    training mode every dropout layer has the dropout argument, self_attn and feed_forward
+    each apply dropout, and the layer's own dropout acts on each sub-layer's output."""
     rng = ctx.rng
     d_model, h = _heads(rng)
     d_ff = int(rng.integers(d_model, 2 * d_model + 1))
-    pair = build_modules(ctx, fn, d_model, h, d_ff, _dropout(rng))
+    p = _dropout(rng)
+    pair = build_modules(ctx, fn, d_model, h, d_ff, p)
     batch, length = int(rng.integers(2, 4)), int(rng.integers(4, 8))
     lengths = padding_lengths(rng, batch, length)
     mask = key_padding_mask(lengths, length)
     x = random_tensor(rng, (batch, length, d_model))
     expect_deterministic(pair.learner, (x, mask), pair.what)
+    quiet = quiet_rows(rng, (batch, length, d_model))
+    with silenced(pair, ["self_attn"]):
+        compare_forward(ctx, pair, (quiet, mask),
+                        call_description=f"{pair.what} with self_attn.w_o set to 0, on x "
+                                         f"{tuple(quiet.shape)} whose rows are nearly constant "
+                                         f"(where eps sits in the layer norm shows)",
+                        hints=_encoder_hints(pair.reference, quiet, mask), gradients=False)
     compare_forward(ctx, pair, (x, mask),
                     call_description=f"{pair.what} on x {tuple(x.shape)} with a padding mask "
                                      f"{tuple(mask.shape)}",
@@ -337,4 +484,9 @@ def check_encoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:
                                                       f"without a mask",
                     hints=_encoder_hints(pair.reference, y, None))
     check_padding_invariant(pair.learner, lambda z: (z, mask), x, lengths, pair.what)
-    expect_random_in_training(pair.learner, (x, mask), pair.what)
+    expect_dropout_probability(pair.learner, p, pair.what,
+                               "self_attn, feed_forward and self.dropout")
+    for name in ("self_attn", "feed_forward"):
+        expect_random_in_training(pair.learner, (x, mask), pair.what, only=name)
+    check_residual_dropout(ctx, pair, (x, mask), ("self_attn", "feed_forward"),
+                           lambda layer: _encoder_steps(layer, mask), False, pair.what)

@@ -17,26 +17,49 @@ torch is imported inside the check functions, so importing this module stays tor
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from autograder.exercises.checking import CheckContext, Hint, compare, describe, fail
+from autograder.exercises.checking import (
+    CheckContext,
+    CheckFailure,
+    ErrorHint,
+    Hint,
+    describe,
+    error_hints,
+    expect_raises,
+    fail,
+)
+from autograder.exercises.layer_variants import (
+    Step,
+    check_residual_dropout,
+    norm_hints,
+    quiet_rows,
+    run,
+    silenced,
+)
 from autograder.exercises.registry import register
 from autograder.exercises.torch_checking import (
+    ModulePair,
     build_modules,
     call_torch,
     check_causal,
     compare_forward,
     compare_tensors,
     expect_deterministic,
+    expect_dropout_probability,
     expect_random_in_training,
     expect_tensor,
+    expected_signature,
     key_padding_mask,
+    manual_seed,
     padding_lengths,
     random_tensor,
-    to_numpy,
+    training_mode,
+    training_output,
 )
 
 if TYPE_CHECKING:
@@ -64,6 +87,10 @@ MODEL_BLOCKS = (
     "transformer_ref.decoder:Decoder",
     "transformer_ref.encoder_decoder:EncoderDecoder",
 )
+
+
+# The decoder layer's sub-layers, each in a residual connection.
+SUBLAYERS = ("self_attn", "cross_attn", "feed_forward")
 
 
 def _dropout(rng: np.random.Generator) -> float:
@@ -94,8 +121,7 @@ def _token_batch(
 
 def _compare_ids(got: Any, expected: Tensor, what: str, hints: list[Hint]) -> None:
     """Exact comparison of an integer or boolean tensor; hints also explain wrong shapes."""
-    got = expect_tensor(got, what)
-    compare(to_numpy(got), to_numpy(expected), what, hints=hints)
+    compare_tensors(got, expected, what, hints=hints)
 
 
 def _causal_and_padding(lengths: list[int], n: int) -> Tensor:
@@ -280,66 +306,74 @@ def check_embeddings(ctx: CheckContext, fn: Callable[..., Any]) -> None:
 # ----------------------------------------------------------------------------- DecoderLayer
 
 
-def _decoder_variant(
-    layer: nn.Module, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None, *,
-    norm_first: bool, cross_kv: str = "memory", cross_mask: str = "src", cross_first: bool = False,
+def _decoder_steps(
+    layer: nn.Module, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None, *,
+    cross_kv: str = "memory", cross_mask: str = "src", cross_first: bool = False,
     swap_norms: bool = False,
-) -> Tensor:
-    """The reference layer's computation with one bug switched on (no gradients)."""
-    import torch
-
-    from transformer_ref.modules import residual
-
+) -> list[Step]:
+    """The steps of a decoder layer (masked self-attention, cross-attention, FFN), with one
+    bug switched on: keys and values of cross-attention from the decoder (``cross_kv="x"``),
+    another mask for it, the attentions in the other order, norm1 and norm2 swapped."""
     masks = {"src": src_mask, "tgt": tgt_mask, "none": None}
 
-    def self_step(y: Tensor) -> Tensor:
-        return layer.self_attn(y, y, y, tgt_mask)
-
-    def cross_step(y: Tensor) -> Tensor:
+    def cross(y: Tensor) -> Tensor:
         kv = memory if cross_kv == "memory" else y
         return layer.cross_attn(y, kv, kv, masks[cross_mask])
 
-    steps = [self_step, cross_step]
-    norms = [layer.norm1, layer.norm2]
+    attentions = [lambda y: layer.self_attn(y, y, y, tgt_mask), cross]
+    norms = [layer.norm2, layer.norm1] if swap_norms else [layer.norm1, layer.norm2]
     if cross_first:
-        steps.reverse()
-    if swap_norms:
-        norms.reverse()
-    with torch.no_grad():
-        for step, norm in zip(steps, norms, strict=True):
-            x = residual(x, step, norm, layer.dropout, norm_first)
-        return residual(x, layer.feed_forward, layer.norm3, layer.dropout, norm_first)
+        attentions.reverse()
+    return [Step(attentions[0], norms[0]), Step(attentions[1], norms[1]),
+            Step(layer.feed_forward, layer.norm3)]
 
 
 def _decoder_hints(
     layer: nn.Module, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor,
     norm_first: bool,
 ) -> list[Hint]:
-    def variant(**bug: Any) -> Tensor:
-        options = {"norm_first": norm_first, **bug}
-        return _decoder_variant(layer, x, memory, src_mask,
-                                options.pop("tgt_mask", tgt_mask), **options)
+    import torch
 
-    order = "post-LN: norm(x + sublayer(x))" if not norm_first else \
-        "pre-LN: x + sublayer(norm(x))"
-    return [
-        Hint("the self-attention ignores tgt_mask, so each position sees the future "
-             "(and the padding): pass tgt_mask to self_attn.", variant(tgt_mask=None)),
-        Hint("cross-attention took its keys and values from the decoder states: queries come "
-             "from the decoder, keys and values from the encoder output memory, "
-             "cross_attn(y, memory, memory, src_mask).", variant(cross_kv="x", cross_mask="tgt")),
-        Hint("cross-attention took its keys and values from the decoder states: queries come "
-             "from the decoder, keys and values from the encoder output memory.",
-             variant(cross_kv="x", cross_mask="none")),
-        Hint("the cross-attention ignores src_mask, so padded source tokens take weight: "
-             "pass src_mask to cross_attn.", variant(cross_mask="none")),
-        Hint(f"the residual connections use the wrong order for norm_first={norm_first}; "
-             f"this case is {order}.", variant(norm_first=not norm_first)),
-        Hint("the sub-layers run in the wrong order: masked self-attention first, then "
-             "cross-attention, then the feed-forward network.", variant(cross_first=True)),
-        Hint("norm1 belongs to the self-attention step and norm2 to the cross-attention step; "
-             "they are swapped.", variant(swap_norms=True)),
-    ]
+    def variant(steps: list[Step] | None = None, **switches: Any) -> Tensor:
+        options = {"norm_first": norm_first, **switches}
+        steps = steps or _decoder_steps(layer, memory, src_mask, tgt_mask)
+        return run(x, steps, layer.dropout, **options)
+
+    def bug(**switches: Any) -> Tensor:
+        tgt = switches.pop("tgt_mask", tgt_mask)
+        return variant(_decoder_steps(layer, memory, src_mask, tgt, **switches))
+
+    with torch.no_grad():
+        return norm_hints(variant, norm_first, f"norm_first={norm_first}") + [
+            Hint("the self-attention ignores tgt_mask, so each position sees the future "
+                 "(and the padding): pass tgt_mask to self_attn.", bug(tgt_mask=None)),
+            Hint("cross-attention took its keys and values from the decoder states: queries "
+                 "come from the decoder, keys and values from the encoder output memory, "
+                 "cross_attn(y, memory, memory, src_mask).", bug(cross_kv="x", cross_mask="tgt")),
+            Hint(CROSS_FROM_DECODER, bug(cross_kv="x", cross_mask="none")),
+            Hint("the cross-attention ignores src_mask, so padded source tokens take weight: "
+                 "pass src_mask to cross_attn.", bug(cross_mask="none")),
+            Hint("the sub-layers run in the wrong order: masked self-attention first, then "
+                 "cross-attention, then the feed-forward network.", bug(cross_first=True)),
+            Hint("norm1 belongs to the self-attention step and norm2 to the cross-attention "
+                 "step; they are swapped.", bug(swap_norms=True)),
+        ]
+
+
+CROSS_FROM_DECODER = ("cross-attention took its keys and values from the decoder states: "
+                      "queries come from the decoder, keys and values from the encoder output "
+                      "memory.")
+
+
+def _source_target_mismatch(t: int, s: int) -> ErrorHint:
+    """A size error that pairs the target length with the source length: scores over the
+    decoder states meeting the source mask, so keys and values came from the decoder."""
+    def test(text: str) -> bool:
+        sizes = [int(n) for n in re.findall(r"size of tensor [ab] \((\d+)\)", text)]
+        return sorted(sizes) == sorted((t, s))
+    return ErrorHint(f"{CROSS_FROM_DECODER} The scores then have one column per target "
+                     f"position ({t}) while src_mask has one per source position ({s}).",
+                     ("RuntimeError",), r"must match the size", test=test)
 
 
 def _check_source_padding(
@@ -374,13 +408,16 @@ def check_decoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``DecoderLayer(d_model, h, d_ff, dropout, norm_first)`` with sub-modules ``self_attn,
     cross_attn, feed_forward, norm1, norm2, norm3``, post-LN then pre-LN: causality,
     padding invariance over the source, then outputs and gradients (with respect to x,
-    memory and every parameter) against the reference; dropout off in eval mode, on in
-    training mode."""
+    memory and every parameter) against the reference, first on nearly constant rows with
+    the attentions silenced (the layer-norm formula shows); dropout off in eval mode; in
+    training mode every dropout layer has the dropout argument, each sub-layer applies
+    dropout, and the layer's own dropout acts on each sub-layer's output."""
     rng = ctx.rng
     for norm_first in (False, True):
         d_model, h = _heads(rng)
         d_ff = int(rng.integers(d_model, 2 * d_model + 1))
-        pair = build_modules(ctx, fn, d_model, h, d_ff, _dropout(rng), norm_first)
+        p = _dropout(rng)
+        pair = build_modules(ctx, fn, d_model, h, d_ff, p, norm_first)
         batch, t = int(rng.integers(2, 4)), int(rng.integers(3, 7))
         s = t + int(rng.integers(1, 4))  # a source longer than the target: shapes tell apart
         tgt_lengths, src_lengths = padding_lengths(rng, batch, t), padding_lengths(rng, batch, s)
@@ -391,14 +428,32 @@ def check_decoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:
         what = (f"{pair.what} on x {tuple(x.shape)}, memory {tuple(memory.shape)}, "
                 f"src_mask {tuple(src_mask.shape)}, tgt_mask {tuple(tgt_mask.shape)}")
         full_causal = _causal_and_padding([t] * batch, t)
-        check_causal(pair.learner, lambda y, m=memory, c=full_causal, k=src_mask: (y, m, k, c),
-                     x, int(rng.integers(0, t - 1)), pair.what)
-        _check_source_padding(pair.learner, x, memory, src_lengths, src_mask, tgt_mask,
-                              pair.what)
-        compare_forward(ctx, pair, inputs, call_description=what,
-                        hints=_decoder_hints(pair.reference, *inputs, norm_first))
-    expect_deterministic(pair.learner, inputs, pair.what)
-    expect_random_in_training(pair.learner, inputs, pair.what)
+        quiet = quiet_rows(rng, (batch, t, d_model))
+        with error_hints([_source_target_mismatch(t, s)]):
+            check_causal(pair.learner,
+                         lambda y, m=memory, c=full_causal, k=src_mask: (y, m, k, c),
+                         x, int(rng.integers(0, t - 1)), pair.what)
+            _check_source_padding(pair.learner, x, memory, src_lengths, src_mask, tgt_mask,
+                                  pair.what)
+            with silenced(pair, ["self_attn", "cross_attn"]):
+                compare_forward(ctx, pair, (quiet, memory, src_mask, tgt_mask),
+                                call_description=f"{pair.what} with the w_o of both attentions "
+                                                 f"set to 0, on x {tuple(quiet.shape)} whose "
+                                                 f"rows are nearly constant (where eps sits in "
+                                                 f"the layer norm shows)",
+                                hints=_decoder_hints(pair.reference, quiet, memory, src_mask,
+                                                     tgt_mask, norm_first), gradients=False)
+            compare_forward(ctx, pair, inputs, call_description=what,
+                            hints=_decoder_hints(pair.reference, *inputs, norm_first))
+        expect_deterministic(pair.learner, inputs, pair.what)
+        expect_dropout_probability(pair.learner, p, pair.what,
+                                   "self_attn, cross_attn, feed_forward and self.dropout")
+        for name in SUBLAYERS:
+            expect_random_in_training(pair.learner, inputs, pair.what, only=name)
+        check_residual_dropout(
+            ctx, pair, inputs, SUBLAYERS,
+            lambda layer, m=memory, k=src_mask, c=tgt_mask: _decoder_steps(layer, m, k, c),
+            norm_first, pair.what)
 
 
 # ----------------------------------------------------------------------------- make_model
@@ -430,7 +485,13 @@ def _construct_model(ctx: CheckContext, fn: Callable[..., Any], config: dict[str
     seed = int(ctx.rng.integers(0, 2**31))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = call_torch(fn, **config)
+        try:
+            model = call_torch(fn, **config)
+        except CheckFailure as exc:
+            if isinstance(exc.__cause__, TypeError):
+                raise CheckFailure(f"{exc} Hint: make_model must accept the arguments of "
+                                   f"{expected_signature(ctx.reference)}.") from exc.__cause__
+            raise
     if not isinstance(model, torch.nn.Module):
         fail(f"{_config_words(config)} returned {describe(model)}; return the model, an "
              f"EncoderDecoder (a torch.nn.Module).")
@@ -445,7 +506,6 @@ def _weight(model: nn.Module, path: str) -> Any:
 
 def _check_structure(model: nn.Module, reference: nn.Module, config: dict[str, Any]) -> None:
     """Final norms, shared and tied tables, dropout probabilities, the parameter count."""
-    import torch
 
     what = _config_words(config)
     for attribute in ("encode", "decode", "generator"):
@@ -476,11 +536,8 @@ def _check_structure(model: nn.Module, reference: nn.Module, config: dict[str, A
              f"model.generator.proj.weight = model.tgt_embed.lut.weight.")
     if not config["tie_weights"] and proj is tgt:
         fail(f"{what}: tie_weights=False, but the generator uses the target embedding table.")
-    probabilities = sorted({m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)})
-    if probabilities != [config["dropout"]]:
-        fail(f"{what}: the model's dropout layers use p = {probabilities}; pass the dropout "
-             f"argument ({config['dropout']}) to every part (Encoder, Decoder, "
-             f"PositionalEncoding).")
+    expect_dropout_probability(model, config["dropout"], what,
+                               "Encoder, Decoder and PositionalEncoding")
     count = sum(p.numel() for p in model.parameters())
     expected = sum(p.numel() for p in reference.parameters())
     if count != expected:
@@ -581,16 +638,24 @@ def _check_model_properties(
     allowed=BUILDING_BLOCKS + MODEL_BLOCKS,
 )
 def check_make_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:
-    """Three configurations (post-LN with separate tables; pre-LN with a tied generator;
-    shared embeddings): the model's structure, Xavier initialisation (first case), then
+    """ValueError for shared embeddings of two vocabulary sizes; then three configurations
+    (post-LN with separate tables; pre-LN with a tied generator; shared embeddings): the
+    model's structure, Xavier initialisation (first case), then
     logits and parameter gradients against the reference with equal weights, causality over
-    the target and invariance to extra source padding."""
+    the target, invariance to extra source padding, and the same dropout masks as the
+    reference in training mode under one seed."""
     import torch
 
     rng = ctx.rng
-    for case in range(3):
-        config = _model_config(rng, case)
-        model = _construct_model(ctx, fn, config)
+    configs = [_model_config(rng, case) for case in range(3)]
+    first = _construct_model(ctx, fn, configs[0])  # a wrong signature shows here
+    src_vocab = int(rng.integers(30, 60))
+    shared = {**configs[2], "src_vocab": src_vocab, "tgt_vocab": src_vocab + 3}
+    expect_raises(fn, ValueError, **shared,
+                  reason=f"share_embeddings=True needs one vocabulary for both sides, but "
+                         f"src_vocab={src_vocab} and tgt_vocab={src_vocab + 3}")
+    for case, config in enumerate(configs):
+        model = first if case == 0 else _construct_model(ctx, fn, config)
         with torch.random.fork_rng(devices=[]):
             with_reference_init = ctx.reference(**config)
         _check_structure(model, with_reference_init, config)
@@ -603,3 +668,21 @@ def check_make_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:
         compare_forward(ctx, pair, inputs, call_description=what,
                         hints=_model_hints(pair.reference, inputs))
         _check_model_properties(rng, pair.learner, inputs, config["tgt_vocab"], what)
+        _check_model_training(rng, pair, inputs, what)
+
+
+def _check_model_training(rng: np.random.Generator, pair: ModulePair,
+                          inputs: tuple[Tensor, ...], what: str) -> None:
+    """In training mode, with the same seed, the model draws the same dropout masks as the
+    reference (dropout acts in the same places, in the same order)."""
+    import torch
+
+    seed = int(rng.integers(0, 2**31))
+    got = training_output(pair.learner, inputs, seed, what)
+    with training_mode(pair.reference), torch.no_grad(), torch.random.fork_rng(devices=[]):
+        manual_seed(pair.reference, seed)
+        expected = pair.reference(*inputs)
+    compare_tensors(got, expected,
+                    f"{what}: logits in training mode with the same random seed as the "
+                    f"reference (a difference means dropout acts in other places than in "
+                    f"Encoder, Decoder and PositionalEncoding)")

@@ -27,11 +27,12 @@ import numpy as np
 
 from autograder.exercises.checking import (
     CheckContext,
-    CheckFailure,
+    ErrorHint,
     Hint,
     call,
     compare,
     describe,
+    error_hints,
     fail,
 )
 from autograder.exercises.registry import register
@@ -40,6 +41,7 @@ from autograder.exercises.torch_checking import (
     build_modules,
     call_torch,
     compare_forward,
+    describe_tensor,
     expect_tensor,
     one_thread,
     randomize_parameters,
@@ -279,13 +281,15 @@ def _noam_variant(step: int, d_model: int, warmup: int, factor: float, bug: str 
     return (1.0 if bug == "no_factor" else factor) * scale * pick(step**-0.5, warm)
 
 
-def _as_number(value: Any, what: str) -> float:
-    """The learner's learning rate as a float (a Python number, NumPy scalar or 0-d tensor)."""
-    if isinstance(value, (numbers.Real, np.generic)) and not isinstance(value, bool):
+def _as_float(value: Any, what: str) -> float:
+    """The learner's learning rate, which must be a Python float (NumPy's float64 is one)."""
+    if isinstance(value, float):
         return float(value)
-    if hasattr(value, "numel") and hasattr(value, "item") and value.numel() == 1:
-        return float(value.item())
-    fail(f"{what}: expected a number (a Python float), got {describe(value)}.")
+    if hasattr(value, "numel") and hasattr(value, "item"):
+        fail(f"{what}: expected a Python float, got a tensor ({describe_tensor(value)}). The "
+             f"schedule is arithmetic on plain numbers: compute it with ** and min (not "
+             f"torch), or return float(rate).")
+    fail(f"{what}: expected a Python float, got {describe(value)}. Return float(rate).")
 
 
 @register(
@@ -305,18 +309,17 @@ def check_noam_rate(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     d_model = 8 * int(rng.integers(2, 129))
     warmup = int(rng.integers(20, 400))
     factor = round(float(rng.uniform(0.3, 3.0)), 3)
-    try:
-        at_zero = _as_number(call(fn, 0, d_model, warmup, factor),
-                             f"noam_rate(0, {d_model}, {warmup}, {factor})")
-    except CheckFailure as exc:
-        raise CheckFailure(f"{exc} Hint: LambdaLR evaluates the schedule at step 0 before the "
-                           f"first update, and 0 ** -0.5 is undefined: treat step 0 as "
-                           f"step 1 (step = max(step, 1)).") from None
+    step_zero = ErrorHint("LambdaLR evaluates the schedule at step 0 before the first update, "
+                          "and 0 ** -0.5 is undefined: treat step 0 as step 1 "
+                          "(step = max(step, 1)).", ("ZeroDivisionError", "ValueError"))
+    with error_hints([step_zero]):
+        at_zero = _as_float(call(fn, 0, d_model, warmup, factor),
+                            f"noam_rate(0, {d_model}, {warmup}, {factor})")
 
     steps = sorted({1, 2, warmup // 2, warmup - 1, warmup, warmup + 1, 2 * warmup,
                     *(int(s) for s in rng.integers(1, 20 * warmup, size=4))})
-    got = np.array([at_zero] + [_as_number(call(fn, s, d_model, warmup, factor),
-                                           f"noam_rate({s}, {d_model}, {warmup}, {factor})")
+    got = np.array([at_zero] + [_as_float(call(fn, s, d_model, warmup, factor),
+                                          f"noam_rate({s}, {d_model}, {warmup}, {factor})")
                                 for s in steps])
     steps = [0, *steps]
     expected = np.array([ctx.reference(s, d_model, warmup, factor) for s in steps])
@@ -344,8 +347,8 @@ def check_noam_rate(ctx: CheckContext, fn: Callable[..., Any]) -> None:
             "(step 0 counts as step 1)", hints=hints, rtol=NOAM_RTOL, atol=0.0)
 
     steps = [1, warmup, 3 * warmup]
-    got = np.array([_as_number(call(fn, s, d_model, warmup), f"noam_rate({s}, {d_model}, "
-                                                             f"{warmup})") for s in steps])
+    got = np.array([_as_float(call(fn, s, d_model, warmup), f"noam_rate({s}, {d_model}, "
+                                                            f"{warmup})") for s in steps])
     compare(got, np.array([ctx.reference(s, d_model, warmup) for s in steps]),
             f"noam_rate(step, {d_model}, {warmup}) with the default factor at steps {steps}",
             hints=[Hint("the default factor must be 1.0.", predicate=lambda g: True)],
@@ -356,15 +359,16 @@ def check_noam_rate(ctx: CheckContext, fn: Callable[..., Any]) -> None:
 
 
 def _scripted_model(rng: np.random.Generator, vocab: int, max_source: int,
-                    never: tuple[int, int], bos_id: int, eos_id: int) -> Any:
+                    ends: dict[int, int], bos_id: int, eos_id: int) -> Any:
     """A :class:`~autograder.exercises.models.ScriptedModel` with random weights: distinct ends
-    (1 .. max_source + 1 tokens before EOS) for the source lengths 0 .. max_source, except that
-    sources of length ``never[0]`` end after ``never[1]`` more tokens than the longest."""
+    (1 .. max_source + 1 tokens before EOS) for the source lengths 0 .. max_source, except
+    that a source of length ``n`` in ``ends`` ends after ``ends[n]`` tokens."""
     from autograder.exercises.models import ScriptedModel
 
     h = int(rng.integers(2, 4))
     stops = [int(s) for s in rng.permutation(np.arange(1, max_source + 2))]
-    stops[never[0]] = max(stops) + never[1]
+    for n, stop in ends.items():
+        stops[n] = stop
     model = ScriptedModel(vocab, h, stops, bos_id, eos_id)
     randomize_parameters(model.inner, rng)
     return model
@@ -415,11 +419,12 @@ def _decode_hint(got: list[int], expected: list[int], bos_id: int, eos_id: int,
     if got[:1] == [bos_id] and got[1:] == expected:
         return "the output starts with BOS: return only the generated tokens."
     if len(got) > len(expected) and got[: len(expected) + 1] == expected + [eos_id]:
-        return ("the sentence goes on after its EOS: cut each sentence before its first EOS "
-                "(and keep EOS for sentences that have already ended).")
+        return ("the sentence goes on after its EOS: cut each sentence before its first EOS. "
+                "What a sentence produces after its EOS does not matter, as long as it is cut "
+                "off.")
     if len(expected) == max_len and got == expected[:-1]:
-        return (f"this sentence never produces EOS, so it must have max_len = {max_len} "
-                f"tokens: generate up to max_len tokens, EOS included.")
+        return (f"this sentence has no EOS among its first max_len = {max_len} tokens, so it "
+                f"keeps all {max_len}: generate up to max_len tokens, EOS included.")
     if len(expected) == max_len and len(got) > max_len:
         return f"the output is longer than max_len = {max_len}: stop after max_len tokens."
     if got == [] and expected:
@@ -438,9 +443,13 @@ def _compare_decoding(got: Any, expected: list[list[int]], what: str, bos_id: in
     rows = _expect_id_lists(got, len(expected), what)
     wrong = [b for b, (row, want) in enumerate(zip(rows, expected, strict=True)) if row != want]
     if wrong:
-        # The output that overshoots the most shows the most of what happened: it chooses
-        # the hint.
-        telling = max(wrong, key=lambda b: len(rows[b]) - len(expected[b]))
+        # The output that shows the most of what happened chooses the hint: one that goes
+        # on after an EOS, else the one that overshoots the most.
+        def shows(b: int) -> tuple[bool, int]:
+            row = rows[b]
+            return eos_id in row[:-1], len(row) - len(expected[b])
+
+        telling = max(wrong, key=shows)
         b = wrong[0]
         fail(f"{what}: {len(wrong)} of {len(rows)} sentences are wrong; sentence {b}: "
              f"expected {expected[b]}, got {rows[b]}. Hint: "
@@ -460,29 +469,44 @@ def _compare_decoding(got: Any, expected: list[list[int]], what: str, bos_id: in
 def check_greedy_decode(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``greedy_decode(model, src, src_mask, max_len, bos_id, eos_id)`` returns one list of
     ids per sentence, without BOS, cut before the first EOS: a padded batch whose sentences
-    end at different steps (one never ends and must stop at ``max_len``), with the default
-    special ids and with other ones. The model is a scripted one (:func:`_scripted_model`)."""
+    end at different steps, one early, one with its EOS as the max_len-th token, one whose
+    EOS would come one token after max_len and one that never ends; with the default special
+    ids and
+    with other ones; then ``max_len=1`` with a sentence that ends at once. The model is a
+    scripted one (:func:`_scripted_model`)."""
     rng = ctx.rng
     vocab = int(rng.integers(10, 15))
     max_source = int(rng.integers(5, 8))
     max_len = max_source + int(rng.integers(1, 3))
     lengths = [int(n) for n in rng.permutation(np.arange(2, max_source + 1))]
     for bos_id, eos_id in ((1, 2), (vocab - 1, vocab - 2)):
-        # One sentence never ends: it must stop after max_len tokens.
-        model = _scripted_model(rng, vocab, max_source, (int(rng.choice(lengths)), max_len),
-                                bos_id, eos_id)
-        symbols = range(4, vocab - 2)
-        src, src_mask = _source_batch(rng, lengths, symbols, eos_id)
-        if (bos_id, eos_id) == (1, 2):
-            args: tuple = (model, src, src_mask, max_len)
-            words = f"greedy_decode(model, src {tuple(src.shape)}, src_mask, max_len={max_len})"
-        else:
-            args = (model, src, src_mask, max_len, bos_id, eos_id)
-            words = (f"greedy_decode(model, src {tuple(src.shape)}, src_mask, "
-                     f"max_len={max_len}, bos_id={bos_id}, eos_id={eos_id})")
-        with one_thread():
-            expected = ctx.reference(*args)
-            got = call_torch(fn, *args, name="greedy_decode")
-        _compare_decoding(got, expected, f"{words}, source lengths {lengths}", bos_id, eos_id,
-                          max_len)
+        # The edges of max_len: EOS as the max_len-th token (max_len - 1 tokens are kept),
+        # EOS one token too late (all max_len kept), a sentence that never ends, and one
+        # that ends early (what follows its EOS must be cut).
+        exact, late, never, early = (int(n) for n in rng.choice(lengths, size=4, replace=False))
+        ends = {exact: max_len - 1, late: max_len, never: 3 * max_len,
+                early: int(rng.integers(1, max_len - 2))}
+        model = _scripted_model(rng, vocab, max_source, ends, bos_id, eos_id)
+        _run_greedy(ctx, fn, rng, model, lengths, max_len, bos_id, eos_id)
+    # max_len=1: one token each, or none for a sentence whose first token is EOS.
+    model = _scripted_model(rng, vocab, max_source, {int(rng.choice(lengths)): 0}, 1, 2)
+    _run_greedy(ctx, fn, rng, model, lengths, 1, 1, 2)
+
+
+def _run_greedy(ctx: CheckContext, fn: Callable[..., Any], rng: np.random.Generator,
+                model: Any, lengths: list[int], max_len: int, bos_id: int, eos_id: int) -> None:
+    """Decode sources of ``lengths`` with ``model`` and compare with the reference."""
+    src, src_mask = _source_batch(rng, lengths, range(4, model.vocab - 2), eos_id)
+    if (bos_id, eos_id) == (1, 2):
+        args: tuple = (model, src, src_mask, max_len)
+        words = f"greedy_decode(model, src {tuple(src.shape)}, src_mask, max_len={max_len})"
+    else:
+        args = (model, src, src_mask, max_len, bos_id, eos_id)
+        words = (f"greedy_decode(model, src {tuple(src.shape)}, src_mask, "
+                 f"max_len={max_len}, bos_id={bos_id}, eos_id={eos_id})")
+    with one_thread():
+        expected = ctx.reference(*args)
+        got = call_torch(fn, *args, name="greedy_decode")
+    _compare_decoding(got, expected, f"{words}, source lengths {lengths}", bos_id, eos_id,
+                      max_len)
 

@@ -7,11 +7,13 @@ best normalised score ``log P / ((5 + length) / 6) ** alpha`` survive, a hypothe
 EOS keeps its score and length and still competes for a place, and decoding stops once every
 hypothesis of every sentence has ended or ``max_len`` tokens were generated.
 
-The models are small random encoder-decoders (float64, eval mode) drawn from ``ctx.rng``; a bias
-on the EOS logit makes hypotheses end at different lengths. The main cases are drawn until the
-expected result differs from greedy decoding, from ranking without the length penalty and from
-ranking with ``length ** alpha`` (each by at least one case), so those bugs cannot pass by
-chance. Two hypotheses whose
+First come designed cases (:data:`DESIGNS`): table models
+(:class:`~autograder.exercises.models.TableModel`) whose trees separate each known bug of
+:mod:`autograder.exercises.beam_variants` from the rules whatever the secret (only the token ids
+are drawn), and whose outputs together name the bug in the hint. Then random cases: small
+random encoder-decoders (float64, eval mode) drawn from ``ctx.rng``, with a bias on the EOS
+logit so that hypotheses end at different lengths, drawn until the expected result differs
+from greedy decoding and from ranking without the length penalty. Two hypotheses whose
 normalised scores agree to 1e-4 count as a tie (the reference scores in float32, a learner may
 score in float64), so a different tie-break is never a failure.
 
@@ -21,12 +23,13 @@ torch is imported inside the functions, so importing this module stays torch-fre
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from autograder.exercises.beam_variants import BUGS, Bug, beam_variant
 from autograder.exercises.checking import CheckContext, fail
 from autograder.exercises.registry import register
 from autograder.exercises.torch_checking import (
@@ -137,19 +140,6 @@ def _sources(rng: np.random.Generator, batch: int, vocab: int, eos_id: int) -> t
     return src, make_src_mask(src)
 
 
-@contextmanager
-def _power_penalty() -> Iterator[None]:
-    """Run the reference with the common bug ``lp = length ** alpha`` (for hints only)."""
-    from transformer_ref import beam
-
-    original = beam.length_penalty_factor
-    beam.length_penalty_factor = lambda length, alpha: length.double().clamp(min=1) ** alpha
-    try:
-        yield
-    finally:
-        beam.length_penalty_factor = original
-
-
 class _Case:
     """One call of beam search: its arguments, the expected result and known-bug results."""
 
@@ -166,21 +156,26 @@ class _Case:
         else:
             self.expected = reference(model, src, src_mask, max_len, **kwargs)
         self.unnormalised: list[list[int]] | None = None
-        self.power: list[list[int]] | None = None
         self.greedy: list[list[int]] | None = None
         self._reference = reference
+        self._bugs: dict[str, list[list[int]]] = {}
 
     def add_bug_results(self) -> None:
-        """Compute what ranking without the penalty, with ``length ** alpha`` and greedy give."""
+        """Compute what ranking without the penalty and greedy decoding give."""
         from transformer_ref.decoding import greedy_decode
 
         args = (self.model, self.src, self.src_mask, self.max_len)
         plain = {k: v for k, v in self.kwargs.items() if k != "length_penalty"}
         self.unnormalised = self._reference(*args, **plain, length_penalty=0.0)
-        with _power_penalty():
-            self.power = self._reference(*args, **self.kwargs)
         ids = {k: v for k, v in self.kwargs.items() if k in ("bos_id", "eos_id")}
         self.greedy = greedy_decode(*args, **ids)
+
+    def bug_result(self, bug: Bug) -> list[list[int]]:
+        """What beam search with ``bug`` gives on this case (computed once)."""
+        if bug.name not in self._bugs:
+            self._bugs[bug.name] = beam_variant(self.model, self.src, self.src_mask,
+                                                self.max_len, **self.kwargs, **bug.switches)
+        return self._bugs[bug.name]
 
     def describe(self, name: str) -> str:
         shown = [repr(self.model), describe_tensor(self.src), describe_tensor(self.src_mask),
@@ -227,30 +222,44 @@ def _normalised_score(case: _Case, b: int, hyp: Sequence[int]) -> float:
     return float(log_p) / float(length_penalty_factor(torch.tensor(len(ids)), case.alpha))
 
 
+GREEDY_HINT = ("this is the greedy result: keep beam_size hypotheses per sentence and choose "
+               "the best beam_size of all beam_size * vocab candidates at every step.")
+RULES = ("all beam_size * vocab candidates of a sentence compete together at each step, "
+         "ranked by log P / ((5 + length) / 6) ** alpha; a hypothesis that emitted EOS keeps its "
+         "score and length (it is not extended) but stays in the beam; decoding stops when "
+         "every hypothesis has ended or max_len tokens were generated; the best normalised "
+         "score wins.")
+
+
 def _hint(case: _Case, got: list[list[int]]) -> str:
-    """A sentence that names the known bug ``got`` shows, or general advice."""
+    """A sentence that names the known bug ``got`` shows on a random case, or the rules."""
     if all(len(e) == case.max_len and len(g) == case.max_len - 1
            for e, g in zip(case.expected, got, strict=True)):
         return (f"EOS never wins here, so every output should have max_len={case.max_len} "
                 f"tokens; yours stop one step early. Run up to max_len decoding steps.")
     if case.alpha != 0.0 and got == case.unnormalised:
-        return ("these are the hypotheses of beam search without length normalisation: rank "
-                "every candidate by log P / ((5 + length) / 6) ** length_penalty, both when "
-                "choosing the survivors at each step and when picking the final answer.")
-    if got == case.power:
-        return ("these hypotheses come from the penalty length ** alpha; use GNMT's "
-                "((5 + length) / 6) ** alpha, with length = generated tokens including EOS.")
+        return next(bug.hint for bug in BUGS if bug.switches == {"penalty": "none"})
     if case.kwargs.get("beam_size", 4) > 1 and got == case.greedy:
-        return ("this is the greedy result: keep beam_size hypotheses per sentence and choose "
-                "the best beam_size of all beam_size * vocab candidates at every step.")
-    return ("all beam_size * vocab candidates of a sentence compete together at each step; a "
-            "hypothesis that emitted EOS keeps its score and length (it is not extended) but "
-            "stays in the beam; decoding stops when every hypothesis has ended or max_len "
-            "tokens were generated.")
+        return GREEDY_HINT
+    return RULES
 
 
-def _run(ctx: CheckContext, fn: Callable[..., Any], case: _Case) -> None:
-    """Call the learner on ``case`` and compare with the expected hypotheses."""
+def _designed_hint(cases: Sequence[_Case], outputs: Sequence[list[list[int]]]) -> str:
+    """The hint of the known bug that gives the learner's outputs on every designed case (each
+    case separates some bugs from the rules), or the rules."""
+    from transformer_ref.decoding import greedy_decode
+
+    for bug in BUGS:
+        if all(case.bug_result(bug) == got for case, got in zip(cases, outputs, strict=True)):
+            return bug.hint
+    if all(greedy_decode(case.model, case.src, case.src_mask, case.max_len) == got
+           for case, got in zip(cases, outputs, strict=True)):
+        return GREEDY_HINT
+    return RULES
+
+
+def _decode(fn: Callable[..., Any], case: _Case) -> list[list[int]]:
+    """The learner's hypotheses on ``case``, checked for their form."""
     from transformer_ref.vocab import EOS_ID
 
     what = case.describe(getattr(fn, "__name__", "beam_search"))
@@ -264,6 +273,14 @@ def _run(ctx: CheckContext, fn: Callable[..., Any], case: _Case) -> None:
         if len(hyp) > case.max_len:
             fail(f"{what}: hypothesis {b} has {len(hyp)} tokens, more than max_len="
                  f"{case.max_len}. Generate at most max_len tokens per sentence (EOS included).")
+    return got
+
+
+def _compare(fn: Callable[..., Any], case: _Case, got: list[list[int]],
+             hint: Callable[[], str]) -> None:
+    """Compare the learner's hypotheses ``got`` with the expected ones; ``hint`` names the
+    likely bug when they differ."""
+    what = case.describe(getattr(fn, "__name__", "beam_search"))
     for b, (hyp, expected) in enumerate(zip(got, case.expected, strict=True)):
         if hyp == expected:
             continue
@@ -272,17 +289,102 @@ def _run(ctx: CheckContext, fn: Callable[..., Any], case: _Case) -> None:
         if abs(got_score - expected_score) <= SCORE_TIE:
             continue  # an exact tie, broken differently
         fail(f"{what}: sentence {b}: expected {expected} (normalised score "
-             f"{expected_score:.4f}), got {hyp} (score {got_score:.4f}). Hint: "
-             f"{_hint(case, got)}")
+             f"{expected_score:.4f}), got {hyp} (score {got_score:.4f}). Hint: {hint()}")
+
+
+def _run(ctx: CheckContext, fn: Callable[..., Any], case: _Case) -> None:
+    """Call the learner on a random ``case`` and compare with the expected hypotheses."""
+    got = _decode(fn, case)
+    _compare(fn, case, got, lambda: _hint(case, got))
+
+
+@dataclass(frozen=True)
+class Design:
+    """A designed sentence: ``tree`` maps a generated prefix (symbols separated by spaces) to
+    the log-probabilities of the next symbols (``"EOS"`` ends); see
+    :class:`~autograder.exercises.models.TableModel`."""
+
+    what: str
+    beam_size: int
+    alpha: float
+    max_len: int
+    tree: dict[str, dict[str, float]]
+
+
+SURE = -1e-4  # the log-probability of a token that is all but certain
+# Each design separates some of the known bugs (beam_variants.BUGS) from the rules, whatever
+# the token ids (tests/demo/test_beam_designs.py proves which bugs each one catches).
+DESIGNS = (
+    Design("a hypothesis that ends first against a longer one that the length penalty "
+           "prefers in the end", beam_size=2, alpha=1.0, max_len=5,
+           tree={"": {"EOS": -0.70, "a": -0.80}, "a": {"b": SURE}, "a b": {"EOS": SURE}}),
+    Design("a finished hypothesis with the better raw score but the worse normalised one, and "
+           "an unfinished hypothesis at max_len", beam_size=2, alpha=1.0, max_len=6,
+           tree={"": {"a": -0.5, "EOS": -1.0}, "a": {"b": SURE}, "a b": {"c": SURE},
+                 "a b c": {"x": -0.69, "y": -0.70}, "a b c x": {"u": -0.30, "EOS": -1.5},
+                 "a b c x u": {"v": -0.15, "EOS": -2.0}, "a b c y": {"EOS": SURE}}),
+    Design("a short ending that GNMT's penalty prefers and length ** alpha does not",
+           beam_size=2, alpha=1.0, max_len=4,
+           tree={"": {"EOS": -0.5, "a": -1.2}, "a": {"b": SURE}, "a b": {"EOS": SURE}}),
+    Design("two continuations of one hypothesis that beat the other hypothesis' best",
+           beam_size=2, alpha=0.6, max_len=4,
+           tree={"": {"a": -0.6, "b": -0.8}, "a": {"c": -0.69, "d": -0.72},
+                 "b": {"e": -1.5}, "a c": {"EOS": -0.3}, "a d": {"EOS": SURE},
+                 "b e": {"EOS": SURE}}),
+    Design("a finished long hypothesis with the better normalised score and a short one with "
+           "the better raw score", beam_size=2, alpha=1.0, max_len=5,
+           tree={"": {"a": -0.5, "EOS": -1.0}, "a": {"b": SURE},
+                 "a b": {"EOS": -0.6, "c": -0.9}}),
+    Design("a finished hypothesis that beats an unfinished one at max_len", beam_size=2,
+           alpha=1.0, max_len=2,
+           tree={"": {"a": -0.2, "EOS": -1.9}, "a": {"EOS": -0.6, "b": -0.9}}),
+    Design("an early ending and a longer one that overtakes it, while a poor hypothesis "
+           "ends too", beam_size=2, alpha=0.0, max_len=4,
+           tree={"": {"EOS": -1.0, "a": -0.6}, "a": {"b": -0.1}, "a b": {"EOS": -0.05}}),
+    Design("a hypothesis that ended, whose continuations after EOS would cost it the lead",
+           beam_size=2, alpha=0.0, max_len=3,
+           tree={"": {"EOS": -0.4, "a": -1.2}, "EOS": {"x": -2.0, "EOS": -2.0},
+                 "a": {"b": SURE}, "a b": {"EOS": SURE}}),
+)
+DESIGN_VOCAB = 16
+
+
+def _designed_case(ctx: CheckContext, design: Design) -> _Case:
+    """Two sentences that follow ``design``, each with its own random token ids."""
+    import torch
+
+    from autograder.exercises.models import TableModel
+    from transformer_ref.masks import make_src_mask
+    from transformer_ref.vocab import BOS_ID, EOS_ID
+
+    rng = ctx.rng
+    ordinary = np.arange(4, DESIGN_VOCAB)
+    symbols = sorted({s for prefix, after in design.tree.items()
+                      for s in [*prefix.split(), *after] if s != "EOS"})
+    sentences = [int(s) for s in rng.choice(ordinary, size=2, replace=False)]
+    entries = []
+    for sentence in sentences:
+        ids = dict(zip(symbols, (int(t) for t in rng.choice(ordinary, size=len(symbols),
+                                                            replace=False)), strict=True))
+        ids["EOS"] = EOS_ID
+        entries += [[sentence, [ids[s] for s in prefix.split()], ids[symbol], log_prob]
+                    for prefix, after in design.tree.items()
+                    for symbol, log_prob in after.items()]
+    src = torch.from_numpy(rng.integers(4, DESIGN_VOCAB, size=(2, 4))).long()
+    src[:, 0] = torch.tensor(sentences)
+    src[:, -1] = EOS_ID
+    model = TableModel(DESIGN_VOCAB, entries, BOS_ID, EOS_ID)
+    return _Case(ctx.reference, model, src, make_src_mask(src), design.max_len,
+                 beam_size=design.beam_size, length_penalty=design.alpha)
 
 
 def _discriminating_cases(ctx: CheckContext, vocab: int, batch: int) -> list[_Case]:
     """At least ``MIN_CASES`` random cases whose expected results differ from greedy decoding
-    and that, together, separate them from both wrong length penalties (as far as ``DRAWS``
-    attempts find such cases)."""
+    and that, together, separate them from ranking without the length penalty (as far as
+    ``DRAWS`` attempts find such cases)."""
     rng = ctx.rng
     cases: list[_Case] = []
-    missing = {"unnormalised", "power", "greedy"}
+    missing = {"unnormalised", "greedy"}
     for _ in range(DRAWS):
         model = _random_model(rng, vocab, eos_id=2, eos_bias=float(rng.uniform(-1.0, 1.0)))
         src, src_mask = _sources(rng, batch, vocab, eos_id=2)
@@ -308,19 +410,28 @@ def _discriminating_cases(ctx: CheckContext, vocab: int, batch: int) -> list[_Ca
     minutes=45,
     reference="transformer_ref.beam:beam_search",
     allowed=BUILDING_BLOCKS,
-    builders=("transformer_ref.model:make_model",),
+    builders=("transformer_ref.model:make_model", "autograder.exercises.models:TableModel"),
 )
 def check_beam_search(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``beam_search(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
-    bos_id=BOS_ID, eos_id=EOS_ID)``: equals greedy decoding for ``beam_size=1``; matches the
-    reference on cases that separate the usual bugs; stops at ``max_len`` exactly when EOS never
-    wins; honours custom start and end ids."""
+    bos_id=BOS_ID, eos_id=EOS_ID)``: matches the reference on designed trees that separate the
+    known bugs (early stop, survivors or answer by raw log P, unfinished answer, finished
+    hypotheses extended, length ** alpha, no normalisation, per-hypothesis top-1); equals greedy
+    decoding for ``beam_size=1``; matches the reference on random models; stops at ``max_len``
+    exactly when EOS never wins; honours custom start and end ids."""
     with one_thread():
         _check_beam_search(ctx, fn)
 
 
 def _check_beam_search(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     rng = ctx.rng
+    # Designed cases first: together they tell the known bugs apart, so the hint is chosen
+    # by all of the learner's outputs.
+    designed = [_designed_case(ctx, design) for design in DESIGNS]
+    outputs = [_decode(fn, case) for case in designed]
+    for case, got in zip(designed, outputs, strict=True):
+        _compare(fn, case, got, lambda: _designed_hint(designed, outputs))
+
     vocab = int(rng.integers(10, 15))
 
     # beam_size=1 is greedy decoding, whatever the penalty.

@@ -1,0 +1,445 @@
+"""Implementations of the PyTorch exercises structured the way well-known tutorials structure
+them, each with the thinnest adapter to the course's names and signatures.
+
+The code is the course's own; only the structure follows the tutorial named in each entry: the
+Annotated Transformer (Harvard NLP), pytorch-seq2seq (Ben Trevett), Dive into Deep Learning
+(d2l.ai), the UvA deep-learning tutorials and minGPT (Andrej Karpathy). Learners bring exactly
+such code, so the checks must judge it right and, where it differs from the course's contract,
+say how in terms of the tutorial's own choices. ``tests/demo/test_tutorial_style.py`` grades
+every entry of :data:`TUTORIAL_STYLE` (at least one per PyTorch exercise) in visible and
+hidden mode and checks its verdict and message.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from autograder.demo.mutants import Mutant
+from autograder.demo.mutants.ch07 import StdLayerNorm
+from transformer_ref.masks import subsequent_mask
+from transformer_ref.modules import (
+    Decoder,
+    Embeddings,
+    Encoder,
+    EncoderDecoder,
+    Generator,
+    MultiHeadAttention,
+    PositionalEncoding,
+    PositionwiseFeedForward,
+)
+from transformer_ref.vocab import BOS_ID, EOS_ID, PAD_ID
+
+# --- Annotated Transformer: attention() returns the weights too, clones of the layers -------
+
+
+def annotated_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
+                        dropout: nn.Module | None = None) -> tuple[Tensor, Tensor]:
+    """Scaled dot-product attention returning ``(output, weights)``; masked scores -1e9."""
+    d_k = query.size(-1)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, -1e9)
+    p_attn = scores.softmax(dim=-1)
+    if dropout is not None:
+        p_attn = dropout(p_attn)
+    return p_attn @ value, p_attn
+
+
+class AnnotatedMultiHeadedAttention(nn.Module):
+    """Four projections walked through in one loop; the adapter names them w_q ... w_o
+    instead of ``clones(nn.Linear(d_model, d_model), 4)`` and drops the tutorial's
+    ``mask.unsqueeze(1)`` (the course's masks carry their head axis already)."""
+
+    def __init__(self, d_model: int, h: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        assert d_model % h == 0
+        self.d_k, self.h = d_model // h, h
+        self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
+        self.dropout = nn.Dropout(p=dropout)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor,
+                mask: Tensor | None = None) -> Tensor:
+        nbatches = query.size(0)
+        query, key, value = [
+            lin(x).view(nbatches, -1, self.h, self.d_k).transpose(1, 2)
+            for lin, x in zip((self.w_q, self.w_k, self.w_v), (query, key, value), strict=True)
+        ]
+        x, _ = annotated_attention(query, key, value, mask=mask, dropout=self.dropout)
+        x = x.transpose(1, 2).contiguous().view(nbatches, -1, self.h * self.d_k)
+        return self.w_o(x)
+
+
+class AnnotatedPositionwiseFeedForward(nn.Module):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_2(self.dropout(self.w_1(x).relu()))
+
+
+class AnnotatedPositionalEncoding(nn.Module):
+    """Frequencies through exp and log, the table a buffer of shape (1, max_len, d_model)."""
+
+    def __init__(self, d_model: int, dropout: float, max_len: int = 5000) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(p=dropout)
+        pe = torch.zeros(max_len, d_model)
+        position = torch.arange(0, max_len).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model))
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        self.register_buffer("pe", pe.unsqueeze(0))
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.pe[:, : x.size(1)].requires_grad_(False)
+        return self.dropout(x)
+
+
+class AnnotatedSublayerConnection(nn.Module):
+    """``x + dropout(sublayer(norm(x)))``: the tutorial normalises first (pre-LN). The adapter
+    passes the norm in, so that the layer can keep it under the course's name."""
+
+    def __init__(self, dropout: float) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, sublayer, norm: nn.Module) -> Tensor:
+        return x + self.dropout(sublayer(norm(x)))
+
+
+class AnnotatedEncoderLayer(nn.Module):
+    """Two sublayer connections around the course's attention and FFN; the adapter keeps their
+    norms as norm1 and norm2 (the tutorial's LayerNorm: unbiased std, eps 1e-6 added to it)."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, h, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = StdLayerNorm(d_model), StdLayerNorm(d_model)
+        self.sublayer = nn.ModuleList(AnnotatedSublayerConnection(dropout) for _ in range(2))
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, mask), self.norm1)
+        return self.sublayer[1](x, self.feed_forward, self.norm2)
+
+
+class AnnotatedDecoderLayer(nn.Module):
+    """Three pre-LN sublayer connections whatever norm_first says."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1,
+                 norm_first: bool = False, fast_attention: bool = True) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, h, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, h, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2, self.norm3 = (StdLayerNorm(d_model) for _ in range(3))
+        self.sublayer = nn.ModuleList(AnnotatedSublayerConnection(dropout) for _ in range(3))
+
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None,
+                tgt_mask: Tensor | None) -> Tensor:
+        m = memory
+        x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, tgt_mask), self.norm1)
+        x = self.sublayer[1](x, lambda y: self.cross_attn(y, m, m, src_mask), self.norm2)
+        return self.sublayer[2](x, self.feed_forward, self.norm3)
+
+
+class AnnotatedEmbeddings(nn.Module):
+    def __init__(self, vocab: int, d_model: int) -> None:
+        super().__init__()
+        self.lut = nn.Embedding(vocab, d_model)
+        self.d_model = d_model
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.lut(x) * math.sqrt(self.d_model)
+
+
+def annotated_make_tgt_mask(tgt_in: Tensor, pad_id: int = PAD_ID) -> Tensor:
+    """``(tgt != pad).unsqueeze(-2) & subsequent_mask``: (B, T, T), no head axis."""
+    tgt_mask = (tgt_in != pad_id).unsqueeze(-2)
+    return tgt_mask & subsequent_mask(tgt_in.size(-1)).type_as(tgt_mask.data)
+
+
+def annotated_make_model(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1):
+    """The paper's arguments only, with deep copies of one layer of each kind; the adapter
+    builds the course's stacks (which take their layers' arguments)."""
+    c = copy.deepcopy
+    position = PositionalEncoding(d_model, dropout)
+    model = EncoderDecoder(
+        Encoder(N, d_model, h, d_ff, dropout), Decoder(N, d_model, h, d_ff, dropout),
+        Embeddings(src_vocab, d_model), Embeddings(tgt_vocab, d_model), c(position),
+        Generator(d_model, tgt_vocab))
+    for p in model.parameters():
+        if p.dim() > 1:
+            nn.init.xavier_uniform_(p)
+    return model
+
+
+class AnnotatedLabelSmoothing(nn.Module):
+    """KL divergence to the smoothed target, summed (``nn.KLDivLoss(reduction="sum")``); the
+    adapter feeds it log-probabilities and divides by the number of real tokens."""
+
+    def __init__(self, vocab_size: int, pad_id: int = PAD_ID, smoothing: float = 0.1) -> None:
+        super().__init__()
+        self.criterion = nn.KLDivLoss(reduction="sum")
+        self.padding_idx, self.confidence = pad_id, 1.0 - smoothing
+        self.smoothing, self.size = smoothing, vocab_size
+
+    def forward(self, logits: Tensor, target: Tensor) -> Tensor:
+        x = logits.reshape(-1, self.size).log_softmax(dim=-1)
+        target = target.reshape(-1)
+        true_dist = x.detach().clone()
+        true_dist.fill_(self.smoothing / (self.size - 2))
+        true_dist.scatter_(1, target.unsqueeze(1), self.confidence)
+        true_dist[:, self.padding_idx] = 0
+        true_dist[target == self.padding_idx] = 0
+        return self.criterion(x, true_dist) / (target != self.padding_idx).sum()
+
+
+def annotated_rate(step, d_model, warmup, factor=1.0):
+    """The tutorial's ``rate(step, model_size, factor, warmup)``, arguments reordered."""
+    if step == 0:
+        step = 1
+    return factor * (d_model ** (-0.5) * min(step ** (-0.5), step * warmup ** (-1.5)))
+
+
+def annotated_greedy_decode(model, src, src_mask, max_len, bos_id=BOS_ID, eos_id=EOS_ID):
+    """The tutorial decodes ``max_len - 1`` tokens for one sentence, without stopping at EOS;
+    the adapter loops over the batch and cuts at EOS."""
+    out = []
+    for b in range(src.size(0)):
+        memory = model.encode(src[b : b + 1], src_mask[b : b + 1])
+        ys = torch.zeros(1, 1).fill_(bos_id).type_as(src.data)
+        for _ in range(max_len - 1):
+            hidden = model.decode(ys, memory, src_mask[b : b + 1], subsequent_mask(ys.size(1)))
+            prob = model.generator(hidden[:, -1])
+            _, next_word = torch.max(prob, dim=1)
+            ys = torch.cat([ys, torch.zeros(1, 1).type_as(src.data).fill_(next_word.item())], 1)
+        row = ys[0, 1:].tolist()
+        out.append(row[: row.index(eos_id)] if eos_id in row else row)
+    return out
+
+
+# --- pytorch-seq2seq: post-LN layers with named layer norms, masks built by unsqueeze -------
+
+
+class Seq2SeqEncoderLayer(nn.Module):
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, h, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        _src = self.self_attn(src, src, src, src_mask)
+        src = self.norm1(src + self.dropout(_src))
+        _src = self.feed_forward(src)
+        return self.norm2(src + self.dropout(_src))
+
+
+class Seq2SeqDecoderLayer(nn.Module):
+    """Post-LN as in the tutorial; the adapter adds the pre-LN order for norm_first=True."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1,
+                 norm_first: bool = False, fast_attention: bool = True) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, h, dropout, fast=fast_attention)
+        self.cross_attn = MultiHeadAttention(d_model, h, dropout, fast=fast_attention)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, trg: Tensor, enc_src: Tensor, src_mask: Tensor | None,
+                trg_mask: Tensor | None) -> Tensor:
+        steps = ((lambda y: self.self_attn(y, y, y, trg_mask), self.norm1),
+                 (lambda y: self.cross_attn(y, enc_src, enc_src, src_mask), self.norm2),
+                 (self.feed_forward, self.norm3))
+        for sublayer, norm in steps:
+            if self.norm_first:
+                trg = trg + self.dropout(sublayer(norm(trg)))
+            else:
+                trg = norm(trg + self.dropout(sublayer(trg)))
+        return trg
+
+
+def seq2seq_make_trg_mask(trg: Tensor, pad_id: int = PAD_ID) -> Tensor:
+    trg_pad_mask = (trg != pad_id).unsqueeze(1).unsqueeze(2)
+    trg_len = trg.shape[1]
+    trg_sub_mask = torch.tril(torch.ones((trg_len, trg_len), device=trg.device)).bool()
+    return trg_pad_mask & trg_sub_mask
+
+
+def seq2seq_greedy_decode(model, src, src_mask, max_len, bos_id=BOS_ID, eos_id=EOS_ID):
+    """``translate_sentence``: one sentence at a time, stop at EOS; the adapter batches."""
+    out = []
+    with torch.no_grad():
+        for b in range(src.size(0)):
+            enc_src = model.encode(src[b : b + 1], src_mask[b : b + 1])
+            trg_indexes = [bos_id]
+            for _ in range(max_len):
+                trg_tensor = torch.LongTensor(trg_indexes).unsqueeze(0)
+                trg_mask = subsequent_mask(len(trg_indexes))
+                output = model.generator(model.decode(trg_tensor, enc_src, src_mask[b : b + 1],
+                                                      trg_mask))
+                pred_token = output.argmax(2)[:, -1].item()
+                if pred_token == eos_id:
+                    break
+                trg_indexes.append(pred_token)
+            out.append(trg_indexes[1:])
+    return out
+
+
+# --- d2l: the table P computed with broadcasting, decoder input by concatenation -------------
+
+
+class D2lPositionalEncoding(nn.Module):
+    """The tutorial's ``P`` (1, max_len, num_hiddens); the adapter registers it as ``pe``."""
+
+    def __init__(self, num_hiddens: int, dropout: float, max_len: int = 1000) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        P = torch.zeros((1, max_len, num_hiddens))
+        X = torch.arange(max_len, dtype=torch.float32).reshape(-1, 1) / torch.pow(
+            10000, torch.arange(0, num_hiddens, 2, dtype=torch.float32) / num_hiddens)
+        P[:, :, 0::2] = torch.sin(X)
+        P[:, :, 1::2] = torch.cos(X)
+        self.register_buffer("pe", P)
+
+    def forward(self, X: Tensor) -> Tensor:
+        X = X + self.pe[:, : X.shape[1], :].to(X.device)
+        return self.dropout(X)
+
+
+def d2l_shift_right(tgt: Tensor, bos_id: int = BOS_ID) -> Tensor:
+    bos = torch.tensor([bos_id] * tgt.shape[0], device=tgt.device).reshape(-1, 1)
+    return torch.cat([bos, tgt[:, :-1]], 1)
+
+
+# --- UvA tutorials: one stacked qkv projection of the input (self-attention only) -----------
+
+
+class UvaMultiheadAttention(nn.Module):
+    """The tutorial projects one input x to queries, keys and values at once; the adapter
+    splits that projection into w_q, w_k, w_v but still feeds them the query input only."""
+
+    def __init__(self, d_model: int, h: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.num_heads, self.head_dim = h, d_model // h
+        self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor,
+                mask: Tensor | None = None) -> Tensor:
+        x = query
+        batch_size, seq_length, _ = x.size()
+        qkv = torch.stack([self.w_q(x), self.w_k(x), self.w_v(x)], dim=2)  # (B, L, 3, D)
+        qkv = qkv.reshape(batch_size, seq_length, 3, self.num_heads, self.head_dim)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)
+        attn_logits = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        if mask is not None:
+            attn_logits = attn_logits.masked_fill(mask == 0, -9e15)
+        attention = self.dropout(F.softmax(attn_logits, dim=-1))
+        values = (attention @ v).permute(0, 2, 1, 3).reshape(batch_size, seq_length, -1)
+        return self.w_o(values)
+
+
+# --- minGPT: the MLP with GELU and dropout after the output projection ----------------------
+
+
+class MinGptMlp(nn.Module):
+    """``c_fc``, GELU (the tanh approximation), ``c_proj``, dropout; named w_1, w_2 here."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(self.w_2(F.gelu(self.w_1(x), approximate="tanh")))
+
+
+# --- a beam search that moves finished hypotheses to a list of their own --------------------
+
+
+@torch.no_grad()
+def finished_list_beam_search(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
+                              bos_id=BOS_ID, eos_id=EOS_ID):
+    """As many blog posts and small libraries write it: a hypothesis that emits EOS leaves the
+    beam for a list of finished ones, unfinished ones fill its place, and the search ends once
+    ``beam_size`` hypotheses have finished; the best normalised finished one wins."""
+    def normalised(item: tuple[float, list[int]]) -> float:
+        return item[0] / ((5.0 + len(item[1])) / 6.0) ** length_penalty
+
+    results = []
+    for b in range(src.size(0)):
+        memory = model.encode(src[b : b + 1], src_mask[b : b + 1])
+        beams: list[tuple[float, list[int]]] = [(0.0, [])]
+        finished: list[tuple[float, list[int]]] = []
+        for _ in range(max_len):
+            candidates = []
+            for score, tokens in beams:
+                ys = torch.tensor([[bos_id, *tokens]])
+                hidden = model.decode(ys, memory, src_mask[b : b + 1], subsequent_mask(ys.size(1)))
+                log_probs = F.log_softmax(model.generator(hidden[:, -1]), dim=-1)[0]
+                candidates += [(score + float(lp), tokens + [v]) for v, lp in enumerate(log_probs)]
+            candidates.sort(key=normalised, reverse=True)
+            beams = []
+            for score, tokens in candidates[: 2 * beam_size]:
+                if tokens[-1] == eos_id:
+                    finished.append((score, tokens))
+                elif len(beams) < beam_size:
+                    beams.append((score, tokens))
+            if len(finished) >= beam_size or not beams:
+                break
+        best = max(finished or beams, key=normalised)[1]
+        results.append(best[: best.index(eos_id)] if eos_id in best else best)
+    return results
+
+
+TUTORIAL_STYLE = [
+    Mutant("ch07.multi_head_attention", "Annotated Transformer: attention() and a loop over "
+           "the projections", AnnotatedMultiHeadedAttention, True),
+    Mutant("ch07.multi_head_attention", "UvA: one qkv projection of the input",
+           UvaMultiheadAttention, False, "does not depend on key and value"),
+    Mutant("ch07.positionwise_feed_forward", "Annotated Transformer",
+           AnnotatedPositionwiseFeedForward, True),
+    Mutant("ch07.positionwise_feed_forward", "minGPT: GELU, dropout after the projection",
+           MinGptMlp, False, "tanh approximation"),
+    Mutant("ch07.positional_encoding", "Annotated Transformer: exp-log frequencies",
+           AnnotatedPositionalEncoding, True),
+    Mutant("ch07.positional_encoding", "d2l: the table P by broadcasting",
+           D2lPositionalEncoding, True),
+    Mutant("ch07.encoder_layer", "Annotated Transformer: pre-LN sublayer connections and its "
+           "LayerNorm", AnnotatedEncoderLayer, False, "3 differences at once"),
+    Mutant("ch07.encoder_layer", "pytorch-seq2seq: post-LN with named layer norms",
+           Seq2SeqEncoderLayer, True),
+    Mutant("ch08.shift_right", "d2l: BOS column and concatenation", d2l_shift_right, True),
+    Mutant("ch08.make_tgt_mask", "Annotated Transformer: (B, T, T) mask",
+           annotated_make_tgt_mask, False, "the head axis is missing"),
+    Mutant("ch08.make_tgt_mask", "pytorch-seq2seq: unsqueeze and tril", seq2seq_make_trg_mask,
+           True),
+    Mutant("ch08.embeddings", "Annotated Transformer", AnnotatedEmbeddings, True),
+    Mutant("ch08.decoder_layer", "Annotated Transformer: pre-LN sublayer connections",
+           AnnotatedDecoderLayer, False, "differences at once"),
+    Mutant("ch08.decoder_layer", "pytorch-seq2seq: post-LN, pre-LN added",
+           Seq2SeqDecoderLayer, True),
+    Mutant("ch08.make_model", "Annotated Transformer: the paper's arguments only",
+           annotated_make_model, False, "make_model must accept the arguments of"),
+    Mutant("ch09.label_smoothing_loss", "Annotated Transformer: KLDivLoss",
+           AnnotatedLabelSmoothing, False, "KL divergence"),
+    Mutant("ch09.noam_rate", "Annotated Transformer: rate()", annotated_rate, True),
+    Mutant("ch09.greedy_decode", "Annotated Transformer: max_len - 1 steps, no stop at EOS",
+           annotated_greedy_decode, False, "max_len tokens, EOS included"),
+    Mutant("ch09.greedy_decode", "pytorch-seq2seq: translate_sentence",
+           seq2seq_greedy_decode, True),
+    Mutant("ch10.beam_search", "a list of finished hypotheses", finished_list_beam_search,
+           False, "moved out of the beam"),
+]

@@ -1,0 +1,218 @@
+"""Encoder and decoder layers recomputed from a reference layer's own sub-modules, with known
+differences switched on: the hints and the training-mode checks of chapters 7 and 8.
+
+A layer is a list of :class:`Step` (a sub-layer and the norm of its residual connection);
+:func:`run` applies them with one residual-connection recipe. The switches cover what
+learners and tutorials do differently: the order of norm and sub-layer (post-LN and pre-LN),
+the layer-norm formula (the unbiased standard deviation, ``eps`` added to the standard
+deviation instead of the variance, as the Annotated Transformer writes it, with its eps of
+1e-6 or nn.LayerNorm's 1e-5), a missing residual
+path, and where the layer's own dropout acts.
+
+torch is imported inside the functions, so importing this module stays torch-free.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from autograder.exercises.checking import CheckContext, Hint
+from autograder.exercises.torch_checking import (
+    ModulePair,
+    compare_tensors,
+    load_reference_weights,
+    manual_seed,
+    training_mode,
+    training_output,
+)
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
+
+# Where the layer's own dropout acts: on the sub-layer's output (right), nowhere, after the
+# norm, or on the sum that includes the residual path.
+DROPOUT_PLACES = ("output", "none", "after_norm", "on_sum")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One sub-layer of a layer and the LayerNorm of its residual connection."""
+
+    sublayer: Callable[[Tensor], Tensor]
+    norm: nn.Module
+
+
+# The values of eps that layer norms written by hand add to the standard deviation.
+EPS_ON_STD = (1e-5, 1e-6)
+
+
+def layer_norm(h: Tensor, norm: nn.Module, *, unbiased: bool = False,
+               eps_on_std: float | None = None) -> Tensor:
+    """``norm(h)`` with ``norm``'s gain and shift, in one of the formulas learners use: the
+    biased or the unbiased variance, ``norm.eps`` inside the square root or ``eps_on_std``
+    added to the standard deviation."""
+    if not unbiased and eps_on_std is None:
+        return norm(h)
+    centred = h - h.mean(dim=-1, keepdim=True)
+    var = h.var(dim=-1, keepdim=True, unbiased=unbiased)
+    std = (var + norm.eps).sqrt() if eps_on_std is None else var.sqrt() + eps_on_std
+    return centred / std * norm.weight + norm.bias
+
+
+def connection(x: Tensor, step: Step, dropout: Callable[[Tensor], Tensor], *, norm_first: bool,
+               unbiased: bool = False, eps_on_std: float | None = None, residual: bool = True,
+               dropout_at: str = "output") -> Tensor:
+    """One residual connection: post-LN ``norm(x + dropout(sublayer(x)))`` or pre-LN
+    ``x + dropout(sublayer(norm(x)))``, with the switches of the module docstring."""
+    def norm(h: Tensor) -> Tensor:
+        return layer_norm(h, step.norm, unbiased=unbiased, eps_on_std=eps_on_std)
+
+    def drop(h: Tensor, place: str) -> Tensor:
+        return dropout(h) if dropout_at == place else h
+
+    kept = x if residual else 0.0
+    if norm_first:
+        return drop(kept + drop(step.sublayer(norm(x)), "output"), "on_sum")
+    return drop(norm(drop(kept + drop(step.sublayer(x), "output"), "on_sum")), "after_norm")
+
+
+def run(x: Tensor, steps: Sequence[Step], dropout: Callable[[Tensor], Tensor], *,
+        norm_first: bool, **switches: Any) -> Tensor:
+    """The layer's output: each step in turn, in a residual connection (see
+    :func:`connection` for the switches)."""
+    for step in steps:
+        x = connection(x, step, dropout, norm_first=norm_first, **switches)
+    return x
+
+
+def order_words(norm_first: bool) -> str:
+    return "pre-LN, x + sublayer(norm(x))" if norm_first else "post-LN, norm(x + sublayer(x))"
+
+
+def norm_hints(variant: Callable[..., Tensor], norm_first: bool, because: str = "") -> list[Hint]:
+    """Hints for the order of norm and sub-layer and for the layer-norm formula, one
+    difference or several at once (the message names each of them).
+
+    Args:
+        variant: computes the layer's output with switches of :func:`connection` (and
+            ``norm_first``), with the reference's weights on the checked inputs.
+        norm_first: the order the layer must have.
+        because: why it must have that order, for the message (e.g. "norm_first=True").
+    """
+    hints: list[tuple[int, Hint]] = []
+    for wrong_order, unbiased, eps_on_std in itertools.product((False, True), (False, True),
+                                                                (None, *EPS_ON_STD)):
+        differences = []
+        if wrong_order:
+            reason = f" ({because})" if because else ""
+            differences.append(f"the residual connections are {order_words(not norm_first)}, "
+                               f"where this layer is {order_words(norm_first)}{reason}")
+        if unbiased:
+            differences.append("the layer norm divides by the unbiased standard deviation "
+                               "(x.std() divides by d - 1) where layer norm divides by d "
+                               "(x.var(-1, unbiased=False))")
+        if eps_on_std is not None:
+            differences.append("eps is added to the standard deviation where it belongs "
+                               "inside the square root, sqrt(var + eps)")
+        if not differences:
+            continue
+        if len(differences) == 1:
+            message = differences[0] + "."
+        else:
+            listed = "; ".join(f"({i}) {d}" for i, d in enumerate(differences, 1))
+            message = f"{len(differences)} differences at once: {listed}."
+        if unbiased or eps_on_std is not None:
+            message += " nn.LayerNorm(d_model) normalises as the course does."
+        output = variant(norm_first=norm_first != wrong_order, unbiased=unbiased,
+                         eps_on_std=eps_on_std)
+        hints.append((len(differences), Hint(message, buggy=output)))
+    # Fewer differences first: on ordinary inputs eps's place hardly shows, so a hint that
+    # claims it must not win there.
+    return [hint for _, hint in sorted(hints, key=lambda item: item[0])]
+
+
+# Rows of nearly constant values: their standard deviation is small enough for the place of
+# eps in the layer norm to show, and large enough for eps's value (1e-5 or 1e-6) not to.
+QUIET_STD = 0.03
+
+
+def quiet_rows(rng: np.random.Generator, shape: Sequence[int]) -> Tensor:
+    """A float64 tensor whose rows (last axis) vary by about :data:`QUIET_STD` around a
+    random offset each."""
+    import torch
+
+    offsets = rng.uniform(-1.0, 1.0, size=tuple(shape[:-1]) + (1,))
+    return torch.from_numpy(offsets + QUIET_STD * rng.standard_normal(tuple(shape)))
+
+
+@contextmanager
+def silenced(pair: ModulePair, attention: Sequence[str]) -> Iterator[None]:
+    """Within the block the attention sub-layers named in ``attention`` add nothing (their
+    output projections are zero, in both modules), so that the layer norms see the layer's
+    input itself; afterwards both modules have their weights back."""
+    import torch
+
+    state = {k: v.clone() for k, v in pair.reference.state_dict().items()}
+    with torch.no_grad():
+        for name in attention:
+            projection = pair.reference.get_submodule(name).w_o
+            projection.weight.zero_()
+            projection.bias.zero_()
+    load_reference_weights(pair.reference, pair.learner, pair.what)
+    try:
+        yield
+    finally:
+        pair.reference.load_state_dict(state)
+        load_reference_weights(pair.reference, pair.learner, pair.what)
+
+
+def check_residual_dropout(
+    ctx: CheckContext, pair: ModulePair, inputs: Sequence[Any], sublayers: Sequence[str],
+    steps: Callable[[nn.Module], Sequence[Step]], norm_first: bool, what: str,
+) -> None:
+    """The layer's own dropout acts on each sub-layer's output, before the residual sum.
+
+    The sub-layers (``sublayers``, e.g. ``("self_attn", "feed_forward")``) stay in eval mode,
+    so that only the layer's own dropout acts; learner and reference run with the same seed,
+    so the same dropout calls draw the same masks and the outputs must agree. Hints name
+    the other places, computed with the same seed.
+
+    Args:
+        steps: the layer's steps built from a layer (the reference's, for the hints).
+    """
+    import torch
+
+    seed = int(ctx.rng.integers(0, 2**31))
+    got = training_output(pair.learner, inputs, seed, what, frozen=sublayers)
+    reference = pair.reference
+
+    def seeded(compute: Callable[[], Tensor]) -> Tensor:
+        with training_mode(reference, sublayers), torch.no_grad(), \
+                torch.random.fork_rng(devices=[]):
+            manual_seed(reference, seed)
+            return compute()
+
+    expected = seeded(lambda: reference(*inputs))
+    x = inputs[0]
+    place_words = {
+        "none": "the sub-layer outputs get no dropout",
+        "after_norm": "dropout acts after the layer norm",
+        "on_sum": "dropout acts on the sum that includes the residual x, so x itself is dropped",
+    }
+    where = "x + dropout(sublayer(norm(x)))" if norm_first else "norm(x + dropout(sublayer(x)))"
+    hints = [Hint(f"{words}: apply self.dropout to each sub-layer's output before it is added "
+                  f"to x, {where}.",
+                  buggy=seeded(lambda place=place: run(x, steps(reference), reference.dropout,
+                                                       norm_first=norm_first,
+                                                       dropout_at=place)))
+             for place, words in place_words.items()]
+    compare_tensors(got, expected,
+                    f"output of {what} in training mode with {' and '.join(sublayers)} in eval "
+                    f"mode (so only the layer's own dropout acts) and the same random seed as "
+                    f"the reference", hints=hints)
