@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from autograder.selfcheck import ExerciseOutcome, SelfCheckReport
+from transformer_ref.presets import get_preset
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,7 +90,8 @@ def test_multi30k_curve_is_validation_bleu_and_result_is_test_bleu(tta):
                           "bleu_signature": signature}}
     points = tta.curve(report)
     lines = tta.format_curve(report, points)
-    assert "val BLEU (greedy, 100 sentences)" in lines[0]
+    sentences = get_preset("multi30k", "cpu").eval_sentences
+    assert f"val BLEU (greedy, {sentences} sentences)" in lines[0]
     assert lines[1].split() == ["80.0", "50", "1.25", "5.500"]
     assert lines[2].split() == ["160.0", "100", "9.50", "4.100"]
     assert tta.describe(report, points) == (

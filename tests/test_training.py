@@ -97,7 +97,8 @@ def test_history_records_training_seconds_across_a_resume(tmp_path):
     more = TrainConfig(max_steps=50, max_tokens=120, warmup=10, eval_every=10, seed=3)
     resumed = fit(tiny_model(), PAIRS, more, device=torch.device("cpu"), evaluate=lambda m: {},
                   checkpoint_path=path, resume=True, progress=False, log=lambda _m: None)
-    # The clock goes on from the saved training time, as the step count does.
-    assert [entry["step"] for entry in resumed.history] == [40, 50]
-    assert first.train_seconds < resumed.history[0]["train_seconds"]
+    # The history and the clock go on from the saved run, as the step count does.
+    assert [entry["step"] for entry in resumed.history] == [10, 20, 30, 40, 50]
+    assert resumed.history[:3] == first.history
+    assert first.train_seconds < resumed.history[3]["train_seconds"]
     assert resumed.history[-1]["train_seconds"] == resumed.train_seconds

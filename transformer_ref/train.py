@@ -159,9 +159,14 @@ def synthetic_setup(preset: Preset, seed: int, device: torch.device) -> TaskSetu
 
 
 def multi30k_setup(
-    preset: Preset, device: torch.device, tokenizer_json: str | None = None
+    preset: Preset, device: torch.device, tokenizer_json: str | None = None,
+    *, test: bool = True,
 ) -> TaskSetup:
-    """German->English Multi30k with a joint BPE vocabulary (reused from a checkpoint on resume)."""
+    """German->English Multi30k with a joint BPE vocabulary (reused from a checkpoint on resume).
+
+    The final evaluation decodes the whole validation set with beam search, and test_2016_flickr
+    too unless ``test`` is False (tuning runs choose their settings on validation BLEU only).
+    """
     data_dir = multi30k_dir()
     if tokenizer_json is not None:
         tok = Tokenizer.from_str(tokenizer_json)
@@ -177,7 +182,7 @@ def multi30k_setup(
     train, _ = encode_pairs("train")
     train = [p for p in train if pair_length(p) <= preset.max_train_len]
     val, val_refs = encode_pairs("val")
-    test, test_refs = encode_pairs("test_2016_flickr")
+    test_pairs, test_refs = encode_pairs("test_2016_flickr") if test else ([], [])
     val_sample = val[: preset.eval_sentences]
 
     def bleu(model: nn.Module, pairs: list[Pair], refs: list[str], beam: int) -> Any:
@@ -193,14 +198,19 @@ def multi30k_setup(
 
     def final(model: nn.Module) -> dict[str, Any]:
         started = time.perf_counter()
-        score = bleu(model, test, test_refs, preset.beam_size)
-        return {
+        val_score = bleu(model, val, val_refs, preset.beam_size)
+        metrics: dict[str, Any] = {
             "val_loss": mean_loss(model, val, device),
-            "test_2016_flickr_bleu": score.score,
-            "bleu_signature": score.signature,
+            "val_bleu": val_score.score,
+            "bleu_signature": val_score.signature,
             "beam_size": preset.beam_size,
-            "decode_seconds": time.perf_counter() - started,
+            "length_penalty": preset.length_penalty,
         }
+        if test:
+            metrics["test_2016_flickr_bleu"] = bleu(model, test_pairs, test_refs,
+                                                    preset.beam_size).score
+        metrics["decode_seconds"] = time.perf_counter() - started
+        return metrics
 
     return TaskSetup(train, tok.get_vocab_size(), evaluate, final, tokenizer=tok.to_str())
 
@@ -234,7 +244,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--eval-every", type=_non_negative_int, default=None, metavar="N",
                         help="override the preset's evaluation interval: evaluate every N "
                              "steps (0: only at the end)")
-    parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from OUT/checkpoint.pt (with --max-steps: train further)")
+    parser.add_argument("--no-test", action="store_true",
+                        help="Multi30k: score only the validation set at the end, not "
+                             "test_2016_flickr (for tuning runs)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
@@ -276,7 +290,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     seed_everything(args.seed)
     if args.task == "multi30k":
         tokenizer_json = resume_from.get("tokenizer") if resume_from else None
-        setup = multi30k_setup(preset, device, tokenizer_json)
+        setup = multi30k_setup(preset, device, tokenizer_json, test=not args.no_test)
     else:
         setup = synthetic_setup(preset, args.seed, device)
     if resume_from is not None:
@@ -307,6 +321,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "seed": args.seed,
             "steps": result.step,
             "stopped_early": result.stopped_early,
+            "stop_reason": result.stop_reason,
             "train_seconds": result.train_seconds,
             "target_tokens_per_second": result.tokens_per_second,
             "wall_seconds": time.perf_counter() - wall_started,
@@ -323,12 +338,17 @@ def _print_summary(report: dict[str, Any], out: Path) -> None:
     metrics = report["metrics"]
     print(f"done: {report['steps']} steps in {report['wall_seconds']:.1f} s wall "
           f"({report['target_tokens_per_second']:.0f} target tokens/s) on {report['device']}")
+    if report["stop_reason"]:
+        print(f"stopped early: {report['stop_reason']}")
     if "exact_match" in metrics:
         print(f"held-out exact match: {100 * metrics['exact_match']:.1f}% "
               f"({metrics['held_out_sequences']} sequences)")
     else:
-        print(f"test_2016_flickr BLEU (beam {metrics['beam_size']}): "
-              f"{metrics['test_2016_flickr_bleu']:.2f}  {metrics['bleu_signature']}")
+        print(f"validation BLEU (beam {metrics['beam_size']}): {metrics['val_bleu']:.2f}")
+        if "test_2016_flickr_bleu" in metrics:
+            print(f"test_2016_flickr BLEU (beam {metrics['beam_size']}): "
+                  f"{metrics['test_2016_flickr_bleu']:.2f}")
+        print(f"sacreBLEU signature: {metrics['bleu_signature']}")
     print(f"wrote {out / 'checkpoint.pt'} and {out / 'metrics.json'}")
 
 
