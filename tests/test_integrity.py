@@ -178,7 +178,7 @@ def torch_cheats():
 @pytest.mark.parametrize("exercise, evidence", [
     ("ch07.multi_head_attention", "MultiHeadAttention is the course's own object"),
     ("ch07.positionwise_feed_forward", "PositionwiseFeedForward is the course's own object"),
-    ("ch07.encoder_layer", "EncoderLayer.forward (modules.py)"),
+    ("ch07.encoder_layer", "EncoderLayer.forward (encoder.py)"),
 ])
 def test_reaching_the_pytorch_reference_gives_no_credit(torch_cheats, exercise, evidence):
     result = torch_cheats[exercise]

@@ -119,14 +119,14 @@ def _sources(rng: np.random.Generator, batch: int, vocab: int, eos_id: int) -> t
 @contextmanager
 def _power_penalty() -> Iterator[None]:
     """Run the reference with the common bug ``lp = length ** alpha`` (for hints only)."""
-    from transformer_ref import decoding
+    from transformer_ref import beam
 
-    original = decoding.length_penalty_factor
-    decoding.length_penalty_factor = lambda length, alpha: length.double().clamp(min=1) ** alpha
+    original = beam.length_penalty_factor
+    beam.length_penalty_factor = lambda length, alpha: length.double().clamp(min=1) ** alpha
     try:
         yield
     finally:
-        decoding.length_penalty_factor = original
+        beam.length_penalty_factor = original
 
 
 class _Case:
