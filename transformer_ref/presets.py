@@ -16,7 +16,8 @@ Multi30k runs report sacreBLEU on the validation set and on test_2016_flickr at 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import ast
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from transformer_ref.training import TrainConfig
@@ -126,3 +127,54 @@ def get_preset(task: str, name: str = "cpu", **train_overrides: Any) -> Preset:
     if overrides:
         preset = replace(preset, train=replace(preset.train, **overrides))
     return preset
+
+
+MODEL_SETTINGS = ("N", "d_model", "d_ff", "h", "dropout", "norm_first", "share_embeddings",
+                  "tie_weights")
+PRESET_SETTINGS = ("bpe_vocab_size", "max_train_len", "eval_sentences", "beam_size",
+                   "length_penalty", "cpu_threads")
+
+
+def parse_setting(text: str) -> tuple[str, Any]:
+    """``"NAME=VALUE"`` -> ``(NAME, value)``; the value is a Python literal or else a string.
+
+    Example: ``parse_setting("dropout=0.2") == ("dropout", 0.2)``.
+    """
+    name, sep, raw = text.partition("=")
+    if not sep or not name.strip():
+        raise ValueError(f"expected NAME=VALUE, got {text!r} (for example dropout=0.2)")
+    try:
+        value = ast.literal_eval(raw.strip())
+    except (ValueError, SyntaxError):
+        value = raw.strip()
+    return name.strip(), value
+
+
+def with_settings(preset: Preset, settings: dict[str, Any]) -> Preset:
+    """A copy of ``preset`` with some settings changed, for tuning runs.
+
+    A name may be a :class:`~transformer_ref.training.TrainConfig` field (``warmup``,
+    ``lr_factor``, ``max_tokens``, ...), a model argument (:data:`MODEL_SETTINGS`) or a
+    preset field (:data:`PRESET_SETTINGS`).
+    """
+    train_names = tuple(f.name for f in fields(TrainConfig))
+    model, train, other = dict(preset.model), {}, {}
+    for name, value in settings.items():
+        current = model.get(name, getattr(preset.train, name, getattr(preset, name, None)))
+        if isinstance(current, (int, float)) and not isinstance(value, type(current)) and not (
+            isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool)
+        ):
+            raise ValueError(
+                f"setting {name} must be a {type(current).__name__}, like its preset value "
+                f"{current!r}, got {value!r}"
+            )
+        if name in MODEL_SETTINGS:
+            model[name] = value
+        elif name in train_names:
+            train[name] = value
+        elif name in PRESET_SETTINGS:
+            other[name] = value
+        else:
+            known = ", ".join(MODEL_SETTINGS + train_names + PRESET_SETTINGS)
+            raise ValueError(f"unknown setting {name!r}; choose one of: {known}")
+    return replace(preset, model=model, train=replace(preset.train, **train), **other)

@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +30,22 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
+from transformer_ref.batch_translation import translate_batched
 from transformer_ref.batching import collate
-from transformer_ref.checkpoint import load_checkpoint
+from transformer_ref.checkpoint import load_checkpoint, unwrap
 from transformer_ref.data import load_multi30k, multi30k_dir, synthetic_pairs
-from transformer_ref.decoding import beam_search, greedy_decode
 from transformer_ref.device import autocast_dtype, device_name
 from transformer_ref.losses import LabelSmoothingLoss
 from transformer_ref.metrics import corpus_bleu, exact_match
 from transformer_ref.modules import make_model
-from transformer_ref.presets import PRESETS, TASKS, Preset, get_preset
+from transformer_ref.presets import (
+    PRESETS,
+    TASKS,
+    Preset,
+    get_preset,
+    parse_setting,
+    with_settings,
+)
 from transformer_ref.tokenizer import decode, encode_batch, load_or_train_tokenizer
 from transformer_ref.training import (
     cleanup_distributed,
@@ -46,7 +54,7 @@ from transformer_ref.training import (
     pair_length,
     seed_everything,
 )
-from transformer_ref.vocab import EOS_ID, PAD_ID
+from transformer_ref.vocab import PAD_ID
 
 Pair = tuple[list[int], list[int]]
 FIRST_SYMBOL_ID = 4  # synthetic symbols follow the four special ids
@@ -73,25 +81,14 @@ def translate_ids(
 ) -> list[list[int]]:
     """Decode id sequences in length-sorted batches; returns outputs in the input order.
 
-    ``beam_size=1`` is greedy decoding. At most ``1.5 * source length + extra_len`` tokens
-    are generated per batch (capped by the model's positional range).
+    ``beam_size=1`` is greedy decoding. At most ``1.5 * longest source + extra_len`` tokens are
+    generated (capped by the model's positional range).
     """
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    outputs: list[list[int]] = [[] for _ in sources]
     limit = model.config.get("max_len", 5000) - 1
-    for start in range(0, len(order), DECODE_SENTENCES_PER_BATCH):
-        chunk = order[start : start + DECODE_SENTENCES_PER_BATCH]
-        batch = collate([(sources[i], [EOS_ID]) for i in chunk]).to(device)
-        max_len = min(int(1.5 * batch.src.size(1)) + extra_len, limit)
-        with torch.no_grad(), _autocast(device):
-            if beam_size > 1:
-                hyps = beam_search(model, batch.src, batch.src_mask, max_len,
-                                   beam_size=beam_size, length_penalty=length_penalty)
-            else:
-                hyps = greedy_decode(model, batch.src, batch.src_mask, max_len)
-        for i, hyp in zip(chunk, hyps, strict=True):
-            outputs[i] = hyp
-    return outputs
+    max_len = min(int(1.5 * max(map(len, sources))) + extra_len, limit)
+    with _autocast(device):
+        return translate_batched(model, sources, max_len, DECODE_SENTENCES_PER_BATCH,
+                                 beam_size=beam_size, length_penalty=length_penalty)
 
 
 def mean_loss(model: nn.Module, pairs: list[Pair], device: torch.device) -> float:
@@ -246,6 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "steps (0: only at the end)")
     parser.add_argument("--resume", action="store_true",
                         help="continue from OUT/checkpoint.pt (with --max-steps: train further)")
+    parser.add_argument("--set", dest="settings", action="append", default=[],
+                        metavar="NAME=VALUE",
+                        help="change one setting of the preset, e.g. --set dropout=0.2 "
+                             "--set warmup=200 (model, training and preset fields; for "
+                             "tuning runs, which record them in metrics.json)")
     parser.add_argument("--no-test", action="store_true",
                         help="Multi30k: score only the validation set at the end, not "
                              "test_2016_flickr (for tuning runs)")
@@ -279,6 +281,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     preset = get_preset(args.task, preset_name, max_steps=args.max_steps,
                         max_minutes=args.max_minutes, eval_every=args.eval_every,
                         seed=args.seed)
+    settings = dict(parse_setting(text) for text in args.settings)
+    preset = with_settings(preset, settings)
     out = args.out or Path("runs") / f"{args.task}-{preset_name}"
     resume_from = _check_out_dir(out, args.task, args.resume)
     log = print if dist_info.is_main else (lambda _msg: None)
@@ -319,6 +323,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "device": device_name(device),
             "processes": dist_info.world_size,
             "seed": args.seed,
+            "settings": settings,
+            "model_config": {k: v for k, v in unwrap(model).config.items()
+                             if k not in ("src_vocab", "tgt_vocab")},
+            "train_config": asdict(preset.train),
             "steps": result.step,
             "stopped_early": result.stopped_early,
             "stop_reason": result.stop_reason,

@@ -45,7 +45,7 @@ from transformer_ref.checkpoint import (
 )
 from transformer_ref.device import autocast_dtype, make_grad_scaler, resolve_device
 from transformer_ref.losses import LabelSmoothingLoss
-from transformer_ref.schedule import noam_lambda
+from transformer_ref.schedule import make_lr_lambda
 from transformer_ref.vocab import PAD_ID
 
 Pair = tuple[list[int], list[int]]
@@ -60,6 +60,8 @@ class TrainConfig:
         max_tokens: padded tokens per global batch (summed over all DDP processes).
         warmup: Noam warm-up steps.
         lr_factor: Noam ``factor`` (peak rate is ``factor * (d_model * warmup)^-0.5``).
+        decay: after the warm-up, ``"inverse_sqrt"`` (the paper's Noam schedule) or
+            ``"linear"`` (down to 0 at ``max_steps``).
         smoothing: label smoothing ``eps``.
         clip_norm: gradient-norm clipping threshold, None for no clipping.
         eval_every: run the evaluation callback every this many steps (0: only at the end).
@@ -76,6 +78,7 @@ class TrainConfig:
     max_tokens: int
     warmup: int = 4000
     lr_factor: float = 1.0
+    decay: str = "inverse_sqrt"
     smoothing: float = 0.1
     clip_norm: float | None = 1.0
     eval_every: int = 0
@@ -89,6 +92,10 @@ class TrainConfig:
         for name in ("max_steps", "max_tokens", "warmup"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"TrainConfig.{name} must be positive, got {getattr(self, name)}")
+        if self.decay not in ("inverse_sqrt", "linear"):
+            raise ValueError(
+                f"TrainConfig.decay must be 'inverse_sqrt' or 'linear', got {self.decay!r}"
+            )
 
 
 @dataclass
@@ -230,11 +237,22 @@ def iterate_batches(
 
 
 def make_optimizer(
-    model: nn.Module, d_model: int, warmup: int, factor: float = 1.0
+    model: nn.Module,
+    d_model: int,
+    warmup: int,
+    factor: float = 1.0,
+    *,
+    decay: str = "inverse_sqrt",
+    total_steps: int = 0,
 ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
-    """Adam with the paper's settings and the Noam schedule (base lr 1.0, scaled by the lambda)."""
+    """Adam with the paper's settings and a warm-up schedule (base lr 1.0, scaled by the lambda).
+
+    ``decay`` picks what follows the warm-up (see :func:`transformer_ref.schedule.make_lr_lambda`);
+    ``"linear"`` reaches 0 at ``total_steps``.
+    """
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, noam_lambda(d_model, warmup, factor))
+    rate = make_lr_lambda(decay, d_model, warmup, total_steps, factor)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
     return optimizer, scheduler
 
 
@@ -356,7 +374,8 @@ def fit(
         plain.config["tgt_vocab"], PAD_ID, config.smoothing, reduction="sum"
     )
     optimizer, scheduler = make_optimizer(
-        plain, plain.config["d_model"], config.warmup, config.lr_factor
+        plain, plain.config["d_model"], config.warmup, config.lr_factor,
+        decay=config.decay, total_steps=config.max_steps,
     )
 
     step, position, tokens_done, seconds_done = 0, (0, 0), 0, 0.0
