@@ -3,21 +3,21 @@
 Decoding one sentence at a time leaves most of the hardware idle: every decoder step is a
 handful of tiny matrix products. :func:`translate_batched` stacks sentences of similar length
 into one padded ``(B, S)`` tensor, masks the padding, decodes the whole batch with
-:func:`~transformer_ref.greedy.greedy_decode` (or beam search) and puts each output back in the
-position of its source. With a correct mask a sentence's output does not depend on the other
-sentences of its batch, so the result is the same for every ``batch_size``.
+:func:`~transformer_ref.greedy.greedy_decode` (or another decoder, such as beam search) and puts
+each output back in the position of its source. With a correct mask a sentence's output does
+not depend on the other sentences of its batch, so the result is the same for every
+``batch_size``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 
 from transformer_ref.basic_masks import make_src_mask
 from transformer_ref.batching import pad_sequences
-from transformer_ref.beam import beam_search
 from transformer_ref.greedy import greedy_decode
 from transformer_ref.validation import require_int
 from transformer_ref.vocab import PAD_ID
@@ -41,6 +41,9 @@ def _require_id_lists(sources: Sequence[Sequence[int]], where: str) -> list[list
     return lists
 
 
+Decoder = Callable[[nn.Module, torch.Tensor, torch.Tensor, int], list[list[int]]]
+
+
 @torch.no_grad()
 def translate_batched(
     model: nn.Module,
@@ -48,9 +51,7 @@ def translate_batched(
     max_len: int,
     batch_size: int = 32,
     pad_id: int = PAD_ID,
-    *,
-    beam_size: int = 1,
-    length_penalty: float = 0.6,
+    decoder: Decoder = greedy_decode,
 ) -> list[list[int]]:
     """Decode token-id sequences in length-sorted, padded batches; outputs in the input order.
 
@@ -60,8 +61,9 @@ def translate_batched(
         max_len: at most this many tokens are generated per sentence (EOS included).
         batch_size: sentences decoded together.
         pad_id: the id the padding positions get (and the source mask hides).
-        beam_size: 1 decodes greedily; more runs the batched beam search.
-        length_penalty: GNMT ``alpha`` for beam search.
+        decoder: ``decoder(model, src, src_mask, max_len)`` decodes one padded batch, e.g.
+            ``greedy_decode`` (the default) or
+            ``functools.partial(beam_search, beam_size=4, length_penalty=0.6)``.
 
     Returns:
         One list of ids per source, without BOS and cut before the first EOS.
@@ -69,7 +71,6 @@ def translate_batched(
     where = "translate_batched"
     sources = _require_id_lists(sources, where)
     batch_size = require_int(batch_size, "batch_size", where, minimum=1)
-    beam_size = require_int(beam_size, "beam_size", where, minimum=1)
     device = next(model.parameters()).device
     # Sentences of similar length together: little of each batch is padding.
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
@@ -77,12 +78,7 @@ def translate_batched(
     for start in range(0, len(order), batch_size):
         chosen = order[start : start + batch_size]
         src = pad_sequences([sources[i] for i in chosen], pad_id).to(device)
-        src_mask = make_src_mask(src, pad_id)
-        if beam_size == 1:
-            hyps = greedy_decode(model, src, src_mask, max_len)
-        else:
-            hyps = beam_search(model, src, src_mask, max_len, beam_size=beam_size,
-                               length_penalty=length_penalty)
+        hyps = decoder(model, src, make_src_mask(src, pad_id), max_len)
         for i, hyp in zip(chosen, hyps, strict=True):
             outputs[i] = hyp
     return outputs

@@ -54,6 +54,7 @@ from transformer_ref.training import (
     pair_length,
     seed_everything,
 )
+from transformer_ref.translate import batch_decoder
 from transformer_ref.vocab import PAD_ID
 
 Pair = tuple[list[int], list[int]]
@@ -88,7 +89,7 @@ def translate_ids(
     max_len = min(int(1.5 * max(map(len, sources))) + extra_len, limit)
     with _autocast(device):
         return translate_batched(model, sources, max_len, DECODE_SENTENCES_PER_BATCH,
-                                 beam_size=beam_size, length_penalty=length_penalty)
+                                 decoder=batch_decoder(beam_size, length_penalty))
 
 
 def mean_loss(model: nn.Module, pairs: list[Pair], device: torch.device) -> float:

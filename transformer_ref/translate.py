@@ -19,6 +19,7 @@ From Python, :func:`translate_sentences` does the same with a model and tokenize
 from __future__ import annotations
 
 import argparse
+import functools
 import pickle
 import sys
 from collections.abc import Sequence
@@ -28,15 +29,25 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
-from transformer_ref.batch_translation import translate_batched
+from transformer_ref.batch_translation import Decoder, translate_batched
+from transformer_ref.beam import beam_search
 from transformer_ref.checkpoint import load_model
 from transformer_ref.device import resolve_device
+from transformer_ref.greedy import greedy_decode
 from transformer_ref.tokenizer import check_special_ids, decode, encode_batch
 from transformer_ref.validation import require_int
 
 # Outputs may be somewhat longer than their sources; this many extra tokens is ample for
 # Multi30k captions.
 EXTRA_OUTPUT_TOKENS = 50
+
+
+def batch_decoder(beam_size: int, length_penalty: float = 0.6) -> Decoder:
+    """Greedy decoding for ``beam_size == 1``, else the batched beam search with these options."""
+    beam_size = require_int(beam_size, "beam_size", "batch_decoder", minimum=1)
+    if beam_size == 1:
+        return greedy_decode
+    return functools.partial(beam_search, beam_size=beam_size, length_penalty=length_penalty)
 
 
 def translate_sentences(
@@ -79,8 +90,8 @@ def translate_sentences(
     ids = encode_batch(tok, [sentences[i] for i in kept])
     limit = getattr(model, "config", {}).get("max_len", 5000) - 1
     steps = min(max_len or max(map(len, ids)) + EXTRA_OUTPUT_TOKENS, limit)
-    outputs = translate_batched(model, ids, steps, batch_size, beam_size=beam_size,
-                                length_penalty=length_penalty)
+    outputs = translate_batched(model, ids, steps, batch_size,
+                                decoder=batch_decoder(beam_size, length_penalty))
     for i, out in zip(kept, outputs, strict=True):
         results[i] = decode(tok, out)
     return results
