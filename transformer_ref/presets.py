@@ -165,7 +165,7 @@ def with_settings(preset: Preset, settings: dict[str, Any]) -> Preset:
             isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool)
         ):
             raise ValueError(
-                f"setting {name} must be a {type(current).__name__}, like its preset value "
+                f"setting {name} must be of type {type(current).__name__}, like its preset value "
                 f"{current!r}, got {value!r}"
             )
         if name in MODEL_SETTINGS:
