@@ -19,7 +19,7 @@ import sys
 # (one per learner) would pay that second again.
 sys.modules.setdefault("rfc3987_syntax", None)
 
-from autograder.registry import (  # noqa: E402
+from autograder.exercises.registry import (  # noqa: E402
     CheckResult,
     check,
     exercises,

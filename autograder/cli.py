@@ -6,23 +6,25 @@
     python -m autograder feedback CHAPTER|all [--student ID]
     python -m autograder export [--output grades.csv]
     python -m autograder audit [CHAPTER|all] [--student ID]
+    python -m autograder selfcheck NOTEBOOK ...               a learner's own notebook
+    python -m autograder demo [--jobs N] [--out DIR]          a sample class, end to end
 
-Each subcommand is a function ``add_<name>(subparsers)`` that adds its parser and sets
-``handler`` to a function ``(args) -> int`` (the exit status); ``SUBCOMMANDS`` lists them.
-Slow imports (nbgrader, the sandbox) happen inside the handlers.
+Every subcommand lives here: a function ``add_<name>(subparsers)`` adds its parser and sets
+``handler`` to a function ``(args) -> int`` (the exit status); ``SUBCOMMANDS`` lists them. The
+work itself is done by the modules of the pipeline, the learner tools and the demo. Slow
+imports (nbgrader, the sandbox) happen inside the handlers.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from autograder.audit import add_subcommand as add_audit
-from autograder.demo import add_subcommand as add_demo
-from autograder.registry import CHAPTERS, all_exercises
-from autograder.selfcheck import add_subcommand as add_selfcheck
+from autograder.course import Course
+from autograder.exercises.registry import CHAPTERS, all_exercises
 
 
 def _exercises(args: argparse.Namespace) -> int:
@@ -57,7 +59,7 @@ def _chapter_id(text: str) -> str:
 
 def _release(args: argparse.Namespace) -> int:
     # Imported here: nbgrader is slow to import and only this subcommand needs it.
-    from autograder.course import release
+    from autograder.pipeline.release import release
 
     try:
         release(args.chapters or None)
@@ -86,22 +88,18 @@ def _add_course_options(parser: argparse.ArgumentParser) -> None:
                              "gradebook.db (default: <root>/autograder/course)")
 
 
-def _course(args: argparse.Namespace) -> dict[str, Path]:
-    from autograder.course import ROOT
-
-    root = (args.root or ROOT).resolve()
-    course_dir = args.course_dir or root / "autograder" / "course"
-    return {"root": root, "course_dir": course_dir.resolve()}
+def _course(args: argparse.Namespace) -> Course:
+    """The course of ``--root`` and ``--course-dir``, with absolute paths."""
+    return Course.of(args.root, args.course_dir).resolved()
 
 
-def _chapters(args: argparse.Namespace, course: dict[str, Path]) -> list[str]:
+def _chapters(args: argparse.Namespace, course: Course) -> list[str]:
     """The chapters named on the command line; ``all``: those with collected submissions."""
-    from autograder.course import chapters_in
+    from autograder.pipeline.release import chapters_in
 
     if args.chapter != "all":
         return [args.chapter]
-    submitted = course["course_dir"] / "submitted"
-    return [ch for ch in chapters_in(course["root"]) if any(submitted.glob(f"*/{ch}"))]
+    return [ch for ch in chapters_in(course.root) if course.students("submitted", ch)]
 
 
 def _chapter_or_all(text: str) -> str:
@@ -109,14 +107,14 @@ def _chapter_or_all(text: str) -> str:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from autograder.collect import collect
+    from autograder.pipeline.collect import collect
 
     if not args.sources and args.exchange is None:
         print("collect: name at least one folder or zip, or --exchange DIR", file=sys.stderr)
         return 2
     try:
         report = collect(args.sources, exchange=args.exchange, chapters=args.chapter or None,
-                         **_course(args))
+                         **_course(args).as_kwargs())
     except (FileNotFoundError, RuntimeError) as exc:
         print(f"collect failed: {exc}", file=sys.stderr)
         return 1
@@ -144,7 +142,7 @@ def add_collect(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _limits(args: argparse.Namespace):
-    from autograder.sandbox import Limits
+    from autograder.sandbox.launcher import Limits
 
     return Limits(cell_timeout_s=args.cell_timeout, notebook_timeout_s=args.notebook_timeout,
                   memory_mb=args.memory_mb, max_processes=args.max_processes,
@@ -154,9 +152,9 @@ def _limits(args: argparse.Namespace):
 def _autograde(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from autograder.grading import autograde
-    from autograder.report import summary_table
-    from autograder.sandbox import sandbox_report
+    from autograder.pipeline.grade import autograde
+    from autograder.pipeline.report import summary_table
+    from autograder.sandbox.launcher import sandbox_report
 
     if args.jobs < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
@@ -164,7 +162,7 @@ def _autograde(args: argparse.Namespace) -> int:
     course = _course(args)
     chapters = _chapters(args, course)
     if not chapters:
-        print(f"nothing to grade: no submissions in {course['course_dir'] / 'submitted'}; "
+        print(f"nothing to grade: no submissions in {course.step_folder('submitted')}; "
               "run `python -m autograder collect` first", file=sys.stderr)
         return 1
     limits = _limits(args)
@@ -172,13 +170,13 @@ def _autograde(args: argparse.Namespace) -> int:
         print(line)
     rows = autograde(chapters, jobs=args.jobs, students=args.student, limits=limits,
                      progress=lambda n: tqdm(total=n, desc="grading", unit="learner"),
-                     **course)
+                     **course.as_kwargs())
     print(summary_table(rows))
     return 0
 
 
 def add_autograde(subparsers: argparse._SubParsersAction) -> None:
-    from autograder.sandbox import Limits
+    from autograder.sandbox.launcher import Limits
 
     defaults = Limits()
     parser = subparsers.add_parser(
@@ -204,15 +202,16 @@ def add_autograde(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _feedback(args: argparse.Namespace) -> int:
-    from autograder.feedback import generate_feedback
+    from autograder.pipeline.feedback import generate_feedback
 
     course = _course(args)
     try:
-        written = generate_feedback(_chapters(args, course), students=args.student, **course)
+        written = generate_feedback(_chapters(args, course), students=args.student,
+                                    **course.as_kwargs())
     except RuntimeError as exc:
         print(f"feedback failed: {exc}", file=sys.stderr)
         return 1
-    print(f"wrote {len(written)} feedback page(s) under {course['course_dir'] / 'feedback'}")
+    print(f"wrote {len(written)} feedback page(s) under {course.step_folder('feedback')}")
     return 0
 
 
@@ -228,14 +227,14 @@ def add_feedback(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from autograder.report import export_csv
+    from autograder.pipeline.report import export_csv
 
     course = _course(args)
     if args.output == "-":
-        sys.stdout.write(export_csv(**course))
+        sys.stdout.write(export_csv(**course.as_kwargs()))
         return 0
-    output = Path(args.output) if args.output else course["course_dir"] / "grades.csv"
-    text = export_csv(output, **course)
+    output = Path(args.output) if args.output else course.grades_csv
+    text = export_csv(output, **course.as_kwargs())
     print(f"wrote {text.count(chr(10)) - 1} row(s) to {output}")
     return 0
 
@@ -249,6 +248,149 @@ def add_export(subparsers: argparse._SubParsersAction) -> None:
                                                "(default: <course-dir>/grades.csv)")
     _add_course_options(parser)
     parser.set_defaults(handler=_export)
+
+
+def _chapter_or_none(word: str) -> str | None:
+    """The chapter id named by ``word`` (``ch02`` or ``ch02_attention``), ``"all"``, or None."""
+    try:
+        return _chapter_or_all(word)
+    except argparse.ArgumentTypeError:
+        return None
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from autograder.course import CHAPTERS as CHAPTER_IDS
+    from autograder.pipeline.audit import (
+        Finding,
+        audit_file,
+        audit_submissions,
+        chapter_of,
+        format_rows,
+        read_release,
+        submissions,
+    )
+
+    words = list(args.targets)
+    chapter = _chapter_or_none(words[0]) if words else None
+    if chapter is not None:
+        words.pop(0)
+    elif words and re.fullmatch(r"ch\d\d\w*", words[0]) and not Path(words[0]).exists():
+        print(f"unknown chapter {words[0]!r}; use one of {', '.join(CHAPTER_IDS)} or 'all'",
+              file=sys.stderr)
+        return 2
+    course = _course(args)
+    chapters = list(CHAPTER_IDS) if chapter in (None, "all") else [chapter]
+    rows: list[tuple[str, str, Finding]] = []
+    for word in words:
+        path = Path(word)
+        if not path.is_file():
+            print(f"no notebook at {path}; pass .ipynb files", file=sys.stderr)
+            return 2
+        found_chapter = chapter_of(path) or (chapter if chapter != "all" else None)
+        rows += [(args.student or "-", found_chapter or "-", f)
+                 for f in audit_file(path, release=read_release(found_chapter, course))]
+    if words:
+        count = len(words)
+    else:
+        count = len(submissions(course, chapters, args.student))
+        rows = audit_submissions(course, chapters, args.student)
+    if rows:
+        print("\n".join(format_rows(rows)))
+    print(f"{len(rows)} finding(s) in {count} notebook(s)")
+    return 1 if rows else 0
+
+
+def add_audit(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``audit [CHAPTER|all] [--student ID] [--root DIR] [--course-dir DIR] [PATH ...]``."""
+    parser = subparsers.add_parser(
+        "audit", help="flag suspicious code in submissions for a human to review",
+        description="Statically check collected submissions (or the given notebook files) for "
+                    "monkeypatching, file, process and network access, reference imports and "
+                    "reads of the solutions. Prints student, chapter, cell, line, code and "
+                    "reason per finding; exits 1 when something was found.")
+    parser.add_argument("targets", nargs="*", metavar="CHAPTER|all|PATH",
+                        help="a chapter id (ch02_attention or ch02) or 'all' (the default), "
+                             "then optional notebook files to audit instead of the submissions")
+    parser.add_argument("--student", help="only this learner (or the name to print for PATHs)")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="course root holding notebooks/ (default: this repository)")
+    parser.add_argument("--course-dir", type=Path, default=None,
+                        help="the course folder holding submitted/ "
+                             "(default: <root>/autograder/course)")
+    parser.set_defaults(handler=_audit)
+
+
+def _selfcheck(args: argparse.Namespace) -> int:
+    from autograder.learner.selfcheck import run_selfcheck
+
+    status = 0
+    for path in args.notebooks:
+        try:
+            report = run_selfcheck(path, timeout=args.timeout)
+        except (FileNotFoundError, ValueError) as exc:
+            print(exc, file=sys.stderr)
+            status = 2
+            continue
+        print("\n".join(report.lines()))
+        if not report.outcomes:
+            print("  (no graded test cells found: is this a chapter notebook?)")
+        status = max(status, 0 if report.passed else 1)
+    return status
+
+
+def add_selfcheck(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``selfcheck NOTEBOOK ...``: run notebooks and report each exercise."""
+    from autograder.learner.selfcheck import CELL_TIMEOUT
+
+    parser = subparsers.add_parser(
+        "selfcheck", help="run your notebook and report each exercise (visible checks only)",
+        description="Execute each notebook top to bottom in a fresh kernel, in its own folder, "
+                    "and print PASS or FAIL per exercise with the message of its visible "
+                    "checks. Hidden checks never run; the file is not changed. Exits 1 when an "
+                    "exercise fails.")
+    parser.add_argument("notebooks", nargs="+", metavar="NOTEBOOK",
+                        help="a chapter notebook, for example "
+                             "notebooks/ch02_attention/ch02_attention.ipynb")
+    parser.add_argument("--timeout", type=int, default=CELL_TIMEOUT,
+                        help=f"seconds one cell may run (default {CELL_TIMEOUT})")
+    parser.set_defaults(handler=_selfcheck)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    import warnings
+
+    from autograder.demo.demo import run_demo, table
+
+    # nbgrader's gradebook code trips a harmless SQLAlchemy warning for every learner.
+    warnings.filterwarnings("ignore", message=".*not in session.*")
+    if args.jobs < 1:
+        print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
+        return 2
+    result = run_demo(args.out, jobs=args.jobs)
+    print(table(result.rows))
+    if args.out:
+        print(f"course, feedback pages and grades.csv are in {result.course_dir}")
+    if result.comparison.ok:
+        print(f"all {len(result.rows)} submissions graded as expected: honest work keeps its "
+              "marks, cheats score 0 on what they cheated or are flagged")
+        return 0
+    print("results that differ from the expectation:", file=sys.stderr)
+    for problem in result.comparison.problems:
+        print(f"  {problem}", file=sys.stderr)
+    return 1
+
+
+def add_demo(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``demo [--jobs N] [--out DIR]``."""
+    parser = subparsers.add_parser(
+        "demo", help="grade a sample class end to end and print the grades",
+        description="Release ch02 and ch05 in a course of its own, write a sample class "
+                    "(honest, partial, buggy, untouched, cheating and broken submissions), "
+                    "collect, autograde, write feedback and grades.csv, audit, and print each "
+                    "learner's score and flags next to the expected score.")
+    parser.add_argument("--jobs", "-j", type=int, default=2, help="learners graded at once")
+    parser.add_argument("--out", help="keep the course here (default: a temporary folder)")
+    parser.set_defaults(handler=_demo)
 
 
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (

@@ -1,12 +1,13 @@
-"""The nbgrader course: where its folders live, its configuration, and the release step.
+"""The nbgrader course: its configuration, and where each of its files lives.
 
-Layout (nbgrader's names on the left):
+Layout (nbgrader's names on the left; :class:`Course` turns them into paths):
 
     source      solutions/<chapter>/<chapter>.ipynb       instructor notebooks, committed
     release     notebooks/<chapter>/<chapter>.ipynb       learner notebooks, generated, committed
     submitted   autograder/course/submitted/<student>/<chapter>/     not committed
     autograded  autograder/course/autograded/<student>/<chapter>/    not committed
     feedback    autograder/course/feedback/<student>/<chapter>/      not committed
+    flags       autograder/course/flags/<student>/<chapter>.json     not committed
     gradebook   autograder/course/gradebook.db                       not committed
 
 Plain nbgrader commands pick this configuration up when they run from the ``autograder/``
@@ -17,6 +18,8 @@ folder (``autograder/nbgrader_config.py`` loads :func:`course_config`)::
     nbgrader autograde ch02_attention
     nbgrader generate_feedback ch02_attention
     nbgrader export
+
+The release step itself (``python -m autograder release``) is :mod:`autograder.pipeline.release`.
 """
 
 from __future__ import annotations
@@ -24,18 +27,22 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from traitlets.config import Config
 
-from autograder.registry import CHAPTERS as CHAPTER_IDS
+from autograder.exercises.registry import CHAPTERS as CHAPTER_IDS
 
 ROOT = Path(__file__).resolve().parents[1]
-COURSE_DIR = ROOT / "autograder" / "course"
+# The course folder of a course root, unless another is named (``--course-dir``).
+COURSE_FOLDER = Path("autograder") / "course"
+COURSE_DIR = ROOT / COURSE_FOLDER
 COURSE_ID = "build-the-transformer"
 SOURCE_DIRECTORY = "solutions"
 RELEASE_DIRECTORY = "notebooks"
+# nbgrader's step folders inside the course folder, each ``<step>/<student>/<chapter>/``.
+STEPS = ("submitted", "autograded", "feedback")
 
 # The ten chapter ids (nbgrader assignments), in course order.
 CHAPTERS: tuple[str, ...] = tuple(CHAPTER_IDS.values())
@@ -48,6 +55,95 @@ KERNEL_SHUTDOWN_WAIT = 5
 
 # Files that never travel from solutions/ into a release or a submission.
 IGNORED_FILES = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".DS_Store", "*~"]
+
+
+@dataclass(frozen=True)
+class Course:
+    """Where one course's files live.
+
+    Attributes:
+        root: the folder that holds ``solutions/`` and ``notebooks/`` (the repository root).
+        folder: nbgrader's course folder: the step folders (:data:`STEPS`), ``flags/``,
+            ``gradebook.db`` and ``grades.csv``.
+    """
+
+    root: Path
+    folder: Path
+
+    @classmethod
+    def of(cls, root: str | os.PathLike | None = None,
+           course_dir: str | os.PathLike | None = None) -> Course:
+        """The course at ``root`` (default: this repository) whose course folder is
+        ``course_dir`` (default: ``<root>/autograder/course``). Paths are taken as given;
+        :meth:`resolved` makes them absolute."""
+        root = Path(ROOT if root is None else root)
+        return cls(root, root / COURSE_FOLDER if course_dir is None else Path(course_dir))
+
+    def resolved(self) -> Course:
+        """The same course with absolute paths, symbolic links resolved."""
+        return Course(self.root.resolve(), self.folder.resolve())
+
+    def config(self) -> Config:
+        """The nbgrader configuration of this course; see :func:`course_config`."""
+        return course_config(self.root, self.folder)
+
+    def as_kwargs(self) -> dict[str, Path]:
+        """``root`` and ``course_dir``, the keyword arguments of the pipeline's functions."""
+        return {"root": self.root, "course_dir": self.folder}
+
+    # ---- the instructor's and the learners' notebooks, under the root
+
+    def source_dir(self, chapter: str) -> Path:
+        """``<root>/solutions/<chapter>``: the nbgrader source of a chapter."""
+        return self.root / SOURCE_DIRECTORY / chapter
+
+    def source_notebook(self, chapter: str) -> Path:
+        return self.source_dir(chapter) / f"{chapter}.ipynb"
+
+    def release_dir(self, chapter: str) -> Path:
+        """``<root>/notebooks/<chapter>``: what learners receive."""
+        return self.root / RELEASE_DIRECTORY / chapter
+
+    def release_notebook(self, chapter: str) -> Path:
+        return self.release_dir(chapter) / f"{chapter}.ipynb"
+
+    # ---- one learner's files, under the course folder
+
+    def step_folder(self, step: str) -> Path:
+        """``<folder>/<step>``, step one of :data:`STEPS`.
+
+        Raises:
+            ValueError: an unknown step.
+        """
+        if step not in STEPS:
+            raise ValueError(f"step must be one of {STEPS}, got {step!r}")
+        return self.folder / step
+
+    def step_dir(self, step: str, student: str, chapter: str) -> Path:
+        """``<folder>/<step>/<student>/<chapter>``."""
+        return self.step_folder(step) / student / chapter
+
+    def notebook(self, step: str, student: str, chapter: str) -> Path:
+        """``<folder>/<step>/<student>/<chapter>/<chapter>.ipynb``."""
+        return self.step_dir(step, student, chapter) / f"{chapter}.ipynb"
+
+    def students(self, step: str, chapter: str) -> list[str]:
+        """Students with a folder for ``chapter`` in ``step``, sorted."""
+        return sorted(p.parent.name for p in self.step_folder(step).glob(f"*/{chapter}")
+                      if p.is_dir())
+
+    def flags_file(self, student: str, chapter: str) -> Path:
+        """``<folder>/flags/<student>/<chapter>.json`` (see :mod:`autograder.flags`)."""
+        return self.folder / "flags" / student / f"{chapter}.json"
+
+    @property
+    def gradebook(self) -> Path:
+        return self.folder / "gradebook.db"
+
+    @property
+    def grades_csv(self) -> Path:
+        """Where ``python -m autograder export`` writes by default."""
+        return self.folder / "grades.csv"
 
 
 def course_config(
@@ -63,19 +159,18 @@ def course_config(
     Returns:
         A traitlets ``Config`` for nbgrader's applications and Python API.
     """
-    root = Path(root).resolve()
-    course = root / "autograder" / "course" if course_dir is None else Path(course_dir).resolve()
+    course = Course.of(root, course_dir).resolved()
 
     def below_root(name: str) -> str:
         # nbgrader joins every step folder onto the root, so store them relative to it.
-        return os.path.relpath(course / name, root)
+        return os.path.relpath(course.folder / name, course.root)
 
     # nbgrader opens the gradebook inside this folder, so it has to exist.
-    course.mkdir(parents=True, exist_ok=True)
+    course.folder.mkdir(parents=True, exist_ok=True)
 
     c = Config()
     c.CourseDirectory.course_id = COURSE_ID
-    c.CourseDirectory.root = str(root)
+    c.CourseDirectory.root = str(course.root)
     c.CourseDirectory.source_directory = SOURCE_DIRECTORY
     c.CourseDirectory.release_directory = RELEASE_DIRECTORY
     c.CourseDirectory.submitted_directory = below_root("submitted")
@@ -83,7 +178,7 @@ def course_config(
     c.CourseDirectory.feedback_directory = below_root("feedback")
     c.CourseDirectory.solution_directory = below_root("solution")
     c.CourseDirectory.source_with_tests_directory = below_root("source_with_tests")
-    c.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
+    c.CourseDirectory.db_url = f"sqlite:///{course.gradebook}"
     c.CourseDirectory.ignore = list(IGNORED_FILES)
 
     # Autograding runs learner code: bound every cell, and do not hang on a stuck kernel.
@@ -107,87 +202,3 @@ def ensure_alembic_on_path() -> None:
     if shutil.which("alembic") is None:
         scripts = str(Path(sys.executable).parent)
         os.environ["PATH"] = os.pathsep.join([scripts, os.environ.get("PATH", "")])
-
-
-def chapters_in(root: str | os.PathLike = ROOT) -> list[str]:
-    """Chapter ids with a source notebook ``<root>/solutions/<chapter>/<chapter>.ipynb``."""
-    source = Path(root) / SOURCE_DIRECTORY
-    return [ch for ch in CHAPTERS if (source / ch / f"{ch}.ipynb").is_file()]
-
-
-def _check_chapters(chapters: Iterable[str], available: list[str]) -> list[str]:
-    chosen = list(chapters)
-    unknown = [ch for ch in chosen if ch not in available]
-    if unknown:
-        raise ValueError(
-            f"cannot release {unknown}: expected chapter ids with a notebook in "
-            f"{SOURCE_DIRECTORY}/<chapter>/<chapter>.ipynb, available: {available}. "
-            "Pass one of those ids, or no ids to release every chapter."
-        )
-    return chosen
-
-
-def generate(
-    chapters: Iterable[str],
-    root: str | os.PathLike = ROOT,
-    course_dir: str | os.PathLike | None = None,
-) -> None:
-    """Run ``nbgrader generate_assignment <chapter> --force`` for each chapter.
-
-    Writes ``<root>/notebooks/<chapter>/`` from ``<root>/solutions/<chapter>/`` (solutions
-    replaced by stubs, hidden tests removed, outputs cleared) and records the chapter in the
-    gradebook under ``course_dir``. The result depends only on the source folder, so running
-    it again gives byte-identical files.
-
-    Raises:
-        RuntimeError: nbgrader could not generate a chapter (its log is in the message).
-    """
-    # Imported here so that loading the configuration stays light.
-    from nbgrader.apps.api import capture_log
-    from nbgrader.converters import GenerateAssignment
-    from nbgrader.coursedir import CourseDirectory
-
-    ensure_alembic_on_path()
-    config = course_config(root, course_dir)
-    for chapter in chapters:
-        coursedir = CourseDirectory(config=config)
-        coursedir.assignment_id = chapter
-        app = GenerateAssignment(coursedir=coursedir, config=config)
-        app.force = True
-        app.create_assignment = True
-        result = capture_log(app)
-        if not result["success"]:
-            raise RuntimeError(
-                f"nbgrader generate_assignment {chapter} failed:\n"
-                f"{result.get('log', '')}\n{result.get('error', '')}"
-            )
-
-
-def release(chapters: list[str] | None = None) -> None:
-    """Regenerate the learner notebooks in ``notebooks/`` from ``solutions/``.
-
-    Args:
-        chapters: chapter ids such as ``"ch02_attention"``; ``None`` releases every chapter
-            that has a source notebook.
-
-    Raises:
-        ValueError: a chapter id has no source notebook.
-        RuntimeError: nbgrader failed on a chapter.
-    """
-    available = chapters_in(ROOT)
-    chosen = available if chapters is None else _check_chapters(chapters, available)
-    generate(chosen, ROOT)
-    register_assignments(ROOT)
-
-
-def register_assignments(
-    root: str | os.PathLike = ROOT, course_dir: str | os.PathLike | None = None
-) -> None:
-    """Make sure the gradebook lists all ten chapters as assignments (idempotent)."""
-    from nbgrader.api import Gradebook
-
-    ensure_alembic_on_path()
-    config = course_config(root, course_dir)
-    with Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
-        for chapter in CHAPTERS:
-            gradebook.update_or_create_assignment(chapter)

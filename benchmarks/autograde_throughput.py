@@ -1,9 +1,9 @@
 """Autograding throughput: ``python -m autograder autograde --jobs N`` against plain nbgrader.
 
-Both sides grade the same sample class (:mod:`autograder.sample_class`) in one run, each in a
+Both sides grade the same sample class (:mod:`autograder.demo.sample_class`) in one run, each in a
 course of its own (fresh gradebook, same release):
 
-* pipeline: :func:`autograder.grading.autograde` with ``--jobs`` workers (sandboxed execution
+* pipeline: :func:`autograder.pipeline.grade.autograde` with ``--jobs`` workers (sandboxed execution
   plus verification outside the kernel);
 * serial: ``nbgrader autograde <chapter> --student <id>``, one process per learner, one after
   the other, as an instructor would loop in a shell.
@@ -25,11 +25,11 @@ import time
 import warnings
 from pathlib import Path
 
-from autograder.collect import collect
 from autograder.course import ensure_alembic_on_path
-from autograder.demo import prepare_course
-from autograder.grading import autograde
-from autograder.sample_class import CHAPTERS, build_class
+from autograder.demo.demo import prepare_course
+from autograder.demo.sample_class import CHAPTERS, build_class
+from autograder.pipeline.collect import collect
+from autograder.pipeline.grade import autograde
 
 NBGRADER_CONFIG = """\
 from autograder.course import course_config
@@ -59,7 +59,7 @@ def time_pipeline(class_dir: Path, course_root: Path, chapters: list[str],
 def time_plain_nbgrader(class_dir: Path, course_root: Path, chapters: list[str],
                         submissions: list[tuple[str, str]]) -> float:
     """Seconds a shell loop of ``nbgrader autograde CHAPTER --student ID`` takes."""
-    from autograder.course import generate
+    from autograder.pipeline.release import generate
 
     course_dir = course_root / "course-nbgrader"
     collect([class_dir], root=course_root, course_dir=course_dir, chapters=chapters)

@@ -31,8 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autograder.course import ROOT, SOURCE_DIRECTORY, chapters_in
-from autograder.selfcheck import SelfCheckReport, run_selfcheck
+from autograder.course import ROOT, Course
+from autograder.learner.selfcheck import SelfCheckReport, run_selfcheck
+from autograder.pipeline.release import chapters_in
 from transformer_ref.data import MULTI30K_ENV, verify_multi30k
 
 FAST_ENV = "TRANSFORMER_COURSE_FAST"
@@ -62,7 +63,7 @@ def time_notebook(chapter: str, mode: str, timeout: int) -> dict[str, Any]:
         os.environ.pop(FAST_ENV, None)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / chapter
-        shutil.copytree(ROOT / SOURCE_DIRECTORY / chapter, folder)
+        shutil.copytree(Course.of().source_dir(chapter), folder)
         started = time.perf_counter()
         report = run_selfcheck(folder / f"{chapter}.ipynb", timeout=timeout)
         seconds = time.perf_counter() - started

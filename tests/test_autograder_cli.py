@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-import autograder.course
+import autograder.pipeline.release
 from autograder import exercises
 from autograder.cli import main
-from autograder.registry import get_exercise
+from autograder.exercises.registry import get_exercise
 
 
 def test_exercises_command_lists_every_id(project_root):
@@ -29,7 +29,7 @@ def test_exercises_command_lists_every_id(project_root):
 
 def test_release_passes_chapter_ids(monkeypatch):
     calls = []
-    monkeypatch.setattr(autograder.course, "release", calls.append)
+    monkeypatch.setattr(autograder.pipeline.release, "release", calls.append)
     assert main(["release", "ch02", "ch03_attention_head"]) == 0
     assert main(["release"]) == 0
     assert calls == [["ch02_attention", "ch03_attention_head"], None]
@@ -39,7 +39,7 @@ def test_release_failure_is_a_message(monkeypatch, capsys):
     def failing(chapters):
         raise ValueError("no source notebook for ch02_attention")
 
-    monkeypatch.setattr(autograder.course, "release", failing)
+    monkeypatch.setattr(autograder.pipeline.release, "release", failing)
     assert main(["release", "ch02"]) == 1
     assert "no source notebook" in capsys.readouterr().err
 

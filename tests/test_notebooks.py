@@ -20,8 +20,9 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.nbgraderformat import MetadataValidator
 from nbgrader.validator import Validator
 
-from autograder.course import ROOT, chapters_in, course_config, generate
-from autograder.registry import all_exercises, get_exercise
+from autograder.course import ROOT, course_config
+from autograder.exercises.registry import all_exercises, get_exercise
+from autograder.pipeline.release import chapters_in, generate
 
 CHAPTERS = chapters_in(ROOT)
 TEST_SECRET = "notebook-tests-secret"

@@ -23,7 +23,7 @@ import pytest
 import autograder.course
 from autograder.cli import main as autograder_main
 from autograder.course import COURSE_ID, course_config
-from autograder.registry import CHAPTERS, all_exercises
+from autograder.exercises.registry import CHAPTERS, all_exercises
 from transformer_ref import tokenizer, train, translate
 from transformer_ref.presets import Preset
 
@@ -102,11 +102,12 @@ def readme_commands(text: str) -> list[str]:
 
 HERE = "tests/test_readme.py::"
 MAKE_DRY_RUN = HERE + "test_make_targets_run_the_documented_commands"
-# `make demo` runs `python -m autograder demo`, i.e. autograder.demo.run_demo; this test runs
+# `make demo` runs `python -m autograder demo`, i.e. autograder.demo.demo.run_demo; this test runs
 # run_demo (release, collect, autograde with 2 workers, feedback, grades CSV, comparison).
-DEMO = "tests/test_sample_class.py::test_the_pipeline_grades_the_class_as_expected"
+DEMO = "tests/demo/test_sample_class.py::test_the_pipeline_grades_the_class_as_expected"
 # Its module fixture runs `collect INBOX LMS.zip`, `autograde ch02 --jobs 2` and `export`.
-GRADED_CLASS = "tests/test_bad_submissions.py::test_honest_learners_get_full_marks_and_no_flags"
+GRADED_CLASS = ("tests/pipeline/test_bad_submissions.py::"
+                "test_honest_learners_get_full_marks_and_no_flags")
 # CI runs `.ci/run`, which is `make test`: a fresh checkout's install and the whole suite.
 CI_IS_MAKE_TEST = "tests/test_packaging.py::test_ci_runs_exactly_make_test"
 RELEASE = HERE + "test_release_regenerates_a_chapter_and_the_gradebook"
@@ -124,18 +125,19 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     # Learners.
     r"^\.venv/bin/pytest notebooks/ch02_attention$": (
         # Collected through notebooks/conftest.py, which hands the file to the plugin ...
-        "tests/test_selfcheck.py::test_course_notebooks_are_collected_only_when_named",
+        "tests/learner/test_selfcheck.py::test_course_notebooks_are_collected_only_when_named",
         # ... whose items run the notebook as here.
-        "tests/test_selfcheck.py::"
+        "tests/learner/test_selfcheck.py::"
         "test_pytest_on_the_untouched_release_fails_each_exercise_with_the_stub_message",
     ),
-    r"^\.venv/bin/pytest -p autograder\.pytest_plugin \S+\.ipynb$": (
-        "tests/test_selfcheck.py::"
+    r"^\.venv/bin/pytest -p autograder\.learner\.pytest_plugin \S+\.ipynb$": (
+        "tests/learner/test_selfcheck.py::"
         "test_pytest_on_the_untouched_release_fails_each_exercise_with_the_stub_message",
     ),
     r"^\.venv/bin/python -m autograder selfcheck \S+\.ipynb$": (
         HERE + "test_selfcheck_command_reports_each_exercise",
-        "tests/test_selfcheck.py::test_a_solution_filled_copy_passes_and_hidden_checks_never_run",
+        "tests/learner/test_selfcheck.py::"
+        "test_a_solution_filled_copy_passes_and_hidden_checks_never_run",
     ),
     # Instructors.
     r"^cd autograder && \.\./\.venv/bin/nbgrader generate_assignment ch02_attention --force$": (
@@ -143,8 +145,8 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     ),
     r"^nbgrader \.\.\.$": (HERE + "test_plain_nbgrader_runs_from_the_autograder_folder",),
     r"^export AUTOGRADER_SECRET=": (
-        "tests/test_checks.py::test_hidden_inputs_follow_the_secret",
-        "tests/test_grading.py::test_kernel_secret_is_stable_and_not_the_grader_secret",
+        "tests/exercises/test_checks.py::test_hidden_inputs_follow_the_secret",
+        "tests/pipeline/test_grade.py::test_kernel_secret_is_stable_and_not_the_grader_secret",
     ),
     r"^python -m autograder exercises$": (
         "tests/test_autograder_cli.py::test_exercises_command_lists_every_id",
@@ -155,68 +157,70 @@ COVERAGE: dict[str, tuple[str, ...]] = {
         "tests/test_notebooks.py::test_release_matches_a_fresh_generate_assignment",
     ),
     r"^python -m autograder collect inbox/$": (
-        "tests/test_collect.py::test_folder_layouts_are_collected_and_originals_untouched",
-        "tests/test_collect.py::test_cli_collect_prints_refusals",
+        "tests/pipeline/test_collect.py::test_folder_layouts_are_collected_and_originals_untouched",
+        "tests/pipeline/test_collect.py::test_cli_collect_prints_refusals",
         GRADED_CLASS,
     ),
     r"^python -m autograder collect lms-export\.zip$": (
-        "tests/test_collect.py::test_lms_zip",
-        "tests/test_bad_submissions.py::test_refused_names_are_reported_and_not_collected",
+        "tests/pipeline/test_collect.py::test_lms_zip",
+        "tests/pipeline/test_bad_submissions.py::test_refused_names_are_reported_and_not_collected",
     ),
     r"^python -m autograder collect --exchange \S+ --chapter ch02$": (
-        "tests/test_collect.py::test_nbgrader_exchange",
+        "tests/pipeline/test_collect.py::test_nbgrader_exchange",
     ),
     r"^python -m autograder autograde( ch02 --jobs 2)?$": (
         GRADED_CLASS,
-        "tests/test_bad_submissions.py::test_each_bad_submission_is_flagged",
+        "tests/pipeline/test_bad_submissions.py::test_each_bad_submission_is_flagged",
         # `all` and `--student` (repeated), as the README's comment says.
-        "tests/test_grading.py::test_cli_usage_errors",
-        "tests/test_bad_submissions.py::test_rerun_is_idempotent_and_serial_equals_parallel",
+        "tests/pipeline/test_grade.py::test_cli_usage_errors",
+        "tests/pipeline/test_bad_submissions.py::"
+        "test_rerun_is_idempotent_and_serial_equals_parallel",
     ),
     r"^python -m autograder feedback ch02$": (
-        "tests/test_bad_submissions.py::test_feedback_hides_hidden_tests",
+        "tests/pipeline/test_bad_submissions.py::test_feedback_hides_hidden_tests",
     ),
     r"^python -m autograder export \[-o grades\.csv\]$": (
         HERE + "test_export_writes_the_default_file_and_honours_o",
-        "tests/test_grading.py::test_export_to_stdout_and_file",
-        "tests/test_bad_submissions.py::test_rerun_is_idempotent_and_serial_equals_parallel",
+        "tests/pipeline/test_grade.py::test_export_to_stdout_and_file",
+        "tests/pipeline/test_bad_submissions.py::"
+        "test_rerun_is_idempotent_and_serial_equals_parallel",
     ),
     r"^python -m autograder audit ch02 \[--student alice\]$": (
-        "tests/test_audit.py::test_command_line_on_collected_submissions",
-        "tests/test_audit.py::test_command_line_on_files",
+        "tests/pipeline/test_audit.py::test_command_line_on_collected_submissions",
+        "tests/pipeline/test_audit.py::test_command_line_on_files",
     ),
     # Training from a shell.
     r"^\.venv/bin/python -m transformer_ref\.train --task reverse --preset cpu --device auto "
     r"--out runs/reverse$": (
-        "tests/test_train_cli.py::test_reverse_cpu_reaches_full_exact_match",
-        "tests/test_training.py::test_device_helpers",  # what --device auto picks
+        "tests/reference/test_train_cli.py::test_reverse_cpu_reaches_full_exact_match",
+        "tests/reference/test_training.py::test_device_helpers",  # what --device auto picks
     ),
     r"^\.venv/bin/python -m transformer_ref\.data download multi30k$": (
         HERE + "test_download_command_with_the_files_in_place",
-        "tests/test_data.py::test_download_command_offline_fails_cleanly",
-        "tests/test_data.py::test_multi30k_dir_follows_the_environment",
+        "tests/reference/test_data.py::test_download_command_offline_fails_cleanly",
+        "tests/reference/test_data.py::test_multi30k_dir_follows_the_environment",
     ),
     r"^\.venv/bin/python -m transformer_ref\.train --task multi30k --preset gpu --device auto "
     r"--out runs/multi30k$": (HERE + "test_multi30k_training_then_translation",),
     r"^\.venv/bin/python -m transformer_ref\.translate --checkpoint \S+\.pt \"[^\"]+\"$": (
         HERE + "test_multi30k_training_then_translation",
         HERE + "test_translate_command_with_the_shipped_checkpoint",
-        "tests/test_translate_cli.py::test_module_runs_end_to_end",
+        "tests/reference/test_translate_cli.py::test_module_runs_end_to_end",
     ),
     # The README's figures: the same entry points, drawn into a temporary folder with tiny
     # settings (the real run writes benchmarks/figures/).
     r"^python benchmarks/attention_scaling\.py$": (
-        "tests/test_benchmark_scripts.py::test_attention_scaling_measures_both_paths",),
+        "tests/benchmarks/test_benchmark_scripts.py::test_attention_scaling_measures_both_paths",),
     r"^python benchmarks/readme_figures\.py$": (
-        "tests/test_benchmark_scripts.py::"
+        "tests/benchmarks/test_benchmark_scripts.py::"
         "test_readme_figures_draws_encoding_and_translator_attention",),
     # Training under torchrun is DDP: the launcher runs the training command (few steps), and
     # DDP on two processes gives the single-process gradients.
-    r"^torchrun$": ("tests/test_ddp.py::test_ddp_gradients_match_single_process",),
+    r"^torchrun$": ("tests/reference/test_ddp.py::test_ddp_gradients_match_single_process",),
     r"^\.venv/bin/torchrun --standalone --nproc_per_node=2 -m transformer_ref\.train --task "
     r"reverse --out runs/reverse-ddp$": (
-        "tests/test_ddp.py::test_training_command_under_torchrun_uses_both_processes",
-        "tests/test_ddp.py::test_ddp_gradients_match_single_process",
+        "tests/reference/test_ddp.py::test_training_command_under_torchrun_uses_both_processes",
+        "tests/reference/test_ddp.py::test_ddp_gradients_match_single_process",
     ),
     # Conda (not available to the tests): environment.yml holds the pins of pyproject.toml, so
     # `pip install -e . --no-deps` adds only the course itself.
@@ -226,7 +230,7 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     r"^jupyter lab --notebook-dir=notebooks$": (HERE + "test_notebook_dir_is_the_lab_root",
                                                 BROWSER),
     # `pytest` from the root runs the configured test paths and never collects a notebook.
-    r"^pytest$": ("tests/test_selfcheck.py::test_the_test_suite_never_collects_notebooks",),
+    r"^pytest$": ("tests/learner/test_selfcheck.py::test_the_test_suite_never_collects_notebooks",),
 }
 
 

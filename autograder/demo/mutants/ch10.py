@@ -1,0 +1,197 @@
+"""Buggy and valid implementations of the chapter 10 exercise, beam search with a length penalty.
+
+The reference (:func:`transformer_ref.decoding.beam_search`) ranks every candidate by
+``log P / ((5 + length) / 6) ** alpha`` over all ``beam_size * vocab`` continuations of a
+sentence, keeps finished hypotheses in the beam with a frozen score and length, and stops when
+every hypothesis has ended or ``max_len`` tokens were generated. The bugs below each break one
+of these rules; the valid alternatives reach the same hypotheses another way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from autograder.demo.mutants import Mutant
+from transformer_ref.masks import subsequent_mask
+from transformer_ref.vocab import BOS_ID, EOS_ID
+
+BEAM = "ch10.beam_search"
+Penalty = Callable[[int, float], float]
+
+
+def _gnmt(length: int, alpha: float) -> float:
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def _power(length: int, alpha: float) -> float:
+    return max(length, 1) ** alpha
+
+
+def _no_penalty(length: int, alpha: float) -> float:
+    return 1.0
+
+
+def _log_probs(model: nn.Module, ys: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
+    """``(n, V)`` log-probabilities of the next token after each prefix in ``ys`` ``(n, t)``."""
+    t = ys.size(1)
+    tgt_mask = subsequent_mask(t, device=ys.device)[:, None].expand(ys.size(0), 1, t, t)
+    hidden = model.decode(ys, memory, src_mask, tgt_mask)
+    return F.log_softmax(model.generator(hidden[:, -1]), dim=-1)
+
+
+def _per_sentence(
+    model: nn.Module, src: Tensor, src_mask: Tensor, max_len: int, beam_size: int,
+    length_penalty: float, bos_id: int, eos_id: int, *, penalty: Penalty = _gnmt,
+    steps: int | None = None, freeze_finished: bool = True, global_top_k: bool = True,
+) -> list[list[int]]:
+    """A readable per-sentence beam search over Python lists; the keywords switch bugs on.
+
+    A hypothesis is ``(tokens, log_p, finished)`` with ``tokens`` counting EOS.
+    """
+    steps = max_len if steps is None else steps
+    results = []
+    with torch.no_grad():
+        for b in range(src.size(0)):
+            mask = src_mask[b : b + 1]
+            memory = model.encode(src[b : b + 1], mask)
+            beam: list[tuple[list[int], float, bool]] = [([], 0.0, False)]
+
+            def score(hyp: tuple[list[int], float, bool]) -> float:
+                return hyp[1] / penalty(len(hyp[0]), length_penalty)
+
+            for _ in range(steps):
+                if all(done for _, _, done in beam):
+                    break
+                candidates = []
+                for tokens, log_p, done in beam:
+                    if done and freeze_finished:
+                        candidates.append((tokens, log_p, True))
+                        continue
+                    ys = torch.tensor([[bos_id] + tokens], dtype=torch.long, device=src.device)
+                    row = _log_probs(model, ys, memory, mask)[0].tolist()
+                    options = [(tokens + [v], log_p + lp, done or v == eos_id)
+                               for v, lp in enumerate(row)]
+                    if not global_top_k and len(beam) > 1:
+                        options = [max(options, key=score)]  # each beam follows its own best
+                    candidates.extend(options)
+                beam = sorted(candidates, key=score, reverse=True)[:beam_size]
+            best = max(beam, key=score)[0]
+            results.append(best[: best.index(eos_id)] if eos_id in best else best)
+    return results
+
+
+# --- bugs -----------------------------------------------------------------------------------
+
+def beam_without_length_penalty(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
+                                bos_id=BOS_ID, eos_id=EOS_ID):
+    """Ranks by the summed log-probability alone, so short outputs win."""
+    return _per_sentence(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
+                         eos_id, penalty=_no_penalty)
+
+
+def beam_power_penalty(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
+                       bos_id=BOS_ID, eos_id=EOS_ID):
+    """Divides by ``length ** alpha`` instead of GNMT's ``((5 + length) / 6) ** alpha``."""
+    return _per_sentence(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
+                         eos_id, penalty=_power)
+
+
+def beam_extends_finished(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
+                          bos_id=BOS_ID, eos_id=EOS_ID):
+    """Keeps extending hypotheses after their EOS (their score and length keep changing)."""
+    return _per_sentence(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
+                         eos_id, freeze_finished=False)
+
+
+def beam_top_k_per_beam(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
+                        bos_id=BOS_ID, eos_id=EOS_ID):
+    """After the first step each hypothesis keeps its own best continuation: beam_size greedy
+    searches instead of one ranking over beam_size * vocab candidates."""
+    return _per_sentence(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
+                         eos_id, global_top_k=False)
+
+
+def beam_one_step_short(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
+                        bos_id=BOS_ID, eos_id=EOS_ID):
+    """Runs ``max_len - 1`` decoding steps (an off-by-one in the loop bound)."""
+    return _per_sentence(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
+                         eos_id, steps=max_len - 1)
+
+
+def beam_one_step_long(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
+                       bos_id=BOS_ID, eos_id=EOS_ID):
+    """Runs ``max_len + 1`` decoding steps."""
+    return _per_sentence(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
+                         eos_id, steps=max_len + 1)
+
+
+def beam_default_special_ids(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
+                             bos_id=BOS_ID, eos_id=EOS_ID):
+    """Ignores the ``bos_id`` and ``eos_id`` arguments and uses the vocabulary's defaults."""
+    return _per_sentence(model, src, src_mask, max_len, beam_size, length_penalty, BOS_ID,
+                         EOS_ID)
+
+
+# --- valid alternatives -----------------------------------------------------------------------
+
+def beam_per_sentence(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
+                      bos_id=BOS_ID, eos_id=EOS_ID):
+    """One sentence at a time, hypotheses as Python lists, sorted by normalised score."""
+    return _per_sentence(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
+                         eos_id)
+
+
+@torch.no_grad()
+def beam_batched_growing(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
+                         bos_id=BOS_ID, eos_id=EOS_ID):
+    """Batched over sentences, in float64, starting from one hypothesis per sentence and
+    growing to ``beam_size``; finished hypotheses get a single free EOS continuation."""
+    batch, device = src.size(0), src.device
+    memory_1 = model.encode(src, src_mask)
+    ys = torch.full((batch, 1, 1), bos_id, dtype=torch.long, device=device)  # (B, n, t)
+    log_p = torch.zeros(batch, 1, dtype=torch.float64, device=device)
+    length = torch.zeros(batch, 1, dtype=torch.float64, device=device)
+    done = torch.zeros(batch, 1, dtype=torch.bool, device=device)
+    for step in range(1, max_len + 1):
+        n = ys.size(1)
+        memory = memory_1.repeat_interleave(n, dim=0)
+        mask = src_mask.repeat_interleave(n, dim=0)
+        lp = _log_probs(model, ys.view(batch * n, -1), memory, mask).double()
+        lp = lp.view(batch, n, -1)
+        free_eos = torch.full_like(lp, float("-inf"))
+        free_eos[..., eos_id] = 0.0
+        lp = torch.where(done[..., None], free_eos, lp)
+        total = log_p[..., None] + lp
+        new_len = torch.where(done, length, torch.full_like(length, step))
+        score = total / (((5.0 + new_len) / 6.0) ** length_penalty)[..., None]
+        k = min(beam_size, score[0].numel())
+        best = score.flatten(1).topk(k, dim=-1).indices
+        origin, token = best // lp.size(-1), best % lp.size(-1)
+        log_p = total.flatten(1).gather(1, best)
+        length = new_len.gather(1, origin)
+        done = done.gather(1, origin) | (token == eos_id)
+        prefix = ys.gather(1, origin[..., None].expand(-1, -1, ys.size(2)))
+        ys = torch.cat([prefix, token[..., None]], dim=-1)
+        if bool(done.all()):
+            break
+    final = log_p / ((5.0 + length) / 6.0) ** length_penalty
+    rows = ys[torch.arange(batch, device=device), final.argmax(dim=-1), 1:].tolist()
+    return [row[: row.index(eos_id)] if eos_id in row else row for row in rows]
+
+
+MUTANTS = [
+    Mutant(BEAM, "no length normalisation", beam_without_length_penalty, False,
+           "without length normalisation"),
+    Mutant(BEAM, "length ** alpha penalty", beam_power_penalty, False, "length ** alpha"),
+    Mutant(BEAM, "keeps extending finished hypotheses", beam_extends_finished, False, None),
+    Mutant(BEAM, "top-1 per beam, no ranking across the beam", beam_top_k_per_beam, False, None),
+    Mutant(BEAM, "max_len - 1 steps", beam_one_step_short, False, "one step early"),
+    Mutant(BEAM, "max_len + 1 steps", beam_one_step_long, False, "more than max_len"),
+    Mutant(BEAM, "ignores bos_id and eos_id", beam_default_special_ids, False, None),
+    Mutant(BEAM, "per-sentence loop over Python lists", beam_per_sentence, True),
+    Mutant(BEAM, "batched, float64, growing beam", beam_batched_growing, True),
+]

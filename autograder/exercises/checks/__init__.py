@@ -1,0 +1,44 @@
+"""Check functions for the graded exercises, one module per chapter (``ch01.py`` ... ``ch10.py``).
+
+How a chapter module registers an exercise
+------------------------------------------
+Each module decorates one check function per exercise with
+:func:`autograder.exercises.registry.register`::
+
+    from autograder.exercises.checking import CheckContext, Hint, call, compare, expect_tuple
+    from autograder.exercises.registry import register
+
+    @register(
+        "ch02.softmax",                      # "<chapter prefix>.<function name>" (section 4 id)
+        title="Numerically stable softmax",
+        points=2,
+        difficulty="easy",                   # "easy" | "medium" | "hard"
+        minutes=10,                          # estimated time for a learner
+        reference="transformer_ref.np_attention:softmax",   # "module:attribute", imported lazily
+    )
+    def check_softmax(ctx: CheckContext, fn) -> None:
+        x = ctx.rng.standard_normal((2, 3, 5))            # fixed seed visible, secret seed hidden
+        got = call(fn, x, axis=-1)                        # learner errors become CheckFailure
+        compare(got, ctx.reference(x, axis=-1), "softmax(x, axis=-1)", hints=[
+            Hint("rows do not sum to 1: softmax over the wrong axis?", ctx.reference(x, axis=0)),
+        ])
+
+The check function receives a :class:`autograder.exercises.checking.CheckContext` (``rng``,
+``hidden``, ``reference``, ``exercise_id``) and the learner's callable. It returns ``None`` when
+every check passes and raises :class:`autograder.exercises.checking.CheckFailure` with a
+learner-facing message otherwise (``call``, ``compare``, ``expect_array``, ``expect_tuple``,
+``expect_raises``, ``add_hint`` and ``fail`` do that for you; ``random_batch_shape`` and
+``random_mask`` draw inputs). Attention-like exercises reuse ``attention_hints``,
+``check_attention_result`` and ``call_with_mask`` from :mod:`autograder.exercises.checks.ch02`.
+A check must not catch exceptions itself: the registry turns anything unexpected into a failed
+result, so ``grade_function`` never raises because of learner code.
+
+``ctx.rng`` is seeded from the exercise id in visible mode (learners see stable messages) and
+from ``AUTOGRADER_SECRET`` plus the exercise id in hidden mode; draw shapes from it too, so that
+hidden inputs cannot be guessed. The chapter prefix ("ch02") selects the chapter id
+("ch02_attention") through :data:`autograder.exercises.registry.CHAPTERS`; the registry imports
+every ``chNN`` module of this package the first time it is asked for an exercise.
+
+Mutants (buggy and valid implementations that tests run through these checks) live in
+:mod:`autograder.demo.mutants`, whose docstring shows how a chapter lists them.
+"""

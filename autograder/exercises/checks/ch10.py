@@ -1,0 +1,325 @@
+"""Checks of chapter 10: beam search with a length penalty.
+
+The learner's ``beam_search(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
+eos_id)`` must return exactly the hypotheses of :func:`transformer_ref.decoding.beam_search`:
+every hypothesis proposes every next token, the ``beam_size`` candidates per sentence with the
+best normalised score ``log P / ((5 + length) / 6) ** alpha`` survive, a hypothesis that emitted
+EOS keeps its score and length and still competes for a place, and decoding stops once every
+hypothesis of every sentence has ended or ``max_len`` tokens were generated.
+
+The models are small random encoder-decoders (float64, eval mode) drawn from ``ctx.rng``; a bias
+on the EOS logit makes hypotheses end at different lengths. The main cases are drawn until the
+expected result differs from greedy decoding, from ranking without the length penalty and from
+ranking with ``length ** alpha`` (each by at least one case), so those bugs cannot pass by
+chance. Two hypotheses whose
+normalised scores agree to 1e-4 count as a tie (the reference scores in float32, a learner may
+score in float64), so a different tie-break is never a failure.
+
+torch is imported inside the functions, so importing this module stays torch-free.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from autograder.exercises.checking import CheckContext, fail
+from autograder.exercises.registry import register
+from autograder.exercises.torch_checking import (
+    call_torch,
+    describe_tensor,
+    one_thread,
+    randomize_parameters,
+)
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
+
+BEAM_SEARCH = "ch10.beam_search"
+SCORE_TIE = 1e-4  # normalised scores closer than this are a tie (float32 reference scores)
+DRAWS = 20  # attempts to find cases that separate the known bugs
+MIN_CASES = 4  # cases where beam search and greedy decoding disagree
+
+
+@functools.cache
+def _graded_model_class() -> type:
+    """``GradedModel``: an ``EncoderDecoder`` with a short repr and equality by weights.
+
+    The short repr keeps failure messages readable; equality by configuration and weights lets
+    two draws of the same secret-seeded model compare equal.
+    """
+    import torch
+    from torch import nn
+
+    from transformer_ref.modules import EncoderDecoder
+
+    class GradedModel(EncoderDecoder):
+        __hash__ = nn.Module.__hash__
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self) or other.config != self.config:
+                return False
+            mine, theirs = self.state_dict(), other.state_dict()
+            return mine.keys() == theirs.keys() and all(
+                torch.equal(mine[k], theirs[k]) for k in mine
+            )
+
+        def __repr__(self) -> str:
+            c = self.config
+            return f"<model N={c['N']} d_model={c['d_model']} vocab={c['tgt_vocab']}>"
+
+    return GradedModel
+
+
+def _random_model(rng: np.random.Generator, vocab: int, eos_id: int, eos_bias: float) -> nn.Module:
+    """A random float64 encoder-decoder in eval mode whose EOS logit is shifted by ``eos_bias``.
+
+    The output layer is scaled up so that the next-token distributions are peaked enough for
+    beam search and greedy decoding to disagree now and then, as they do on a trained model.
+    """
+    import torch
+
+    from transformer_ref.modules import make_model
+
+    h = 2
+    d_model = h * int(rng.integers(3, 6))
+    config = dict(N=int(rng.integers(1, 3)), d_model=d_model, d_ff=2 * d_model, h=h,
+                  dropout=0.0, max_len=40)
+    with torch.random.fork_rng(devices=[]):  # leave the learner's random stream alone
+        model = make_model(vocab, vocab, **config)
+    randomize_parameters(model, rng)
+    model.__class__ = _graded_model_class()
+    model.double().eval()
+    with torch.no_grad():
+        model.generator.proj.weight.mul_(float(rng.uniform(1.0, 2.0)))
+        model.generator.proj.bias[eos_id] += eos_bias
+    return model
+
+
+def _sources(rng: np.random.Generator, batch: int, vocab: int, eos_id: int) -> tuple[Tensor, ...]:
+    """``(src, src_mask)``: random ids ending with ``eos_id``, padded (id 0) to a common length."""
+    import torch
+
+    from transformer_ref.masks import make_src_mask
+
+    lengths = rng.integers(2, 7, size=batch)
+    lengths[0] = lengths.max()
+    src = rng.integers(4, vocab, size=(batch, int(lengths.max())))
+    for b, n in enumerate(lengths):
+        src[b, n - 1] = eos_id
+        src[b, n:] = 0
+    src = torch.from_numpy(src).long()
+    return src, make_src_mask(src)
+
+
+@contextmanager
+def _power_penalty() -> Iterator[None]:
+    """Run the reference with the common bug ``lp = length ** alpha`` (for hints only)."""
+    from transformer_ref import beam
+
+    original = beam.length_penalty_factor
+    beam.length_penalty_factor = lambda length, alpha: length.double().clamp(min=1) ** alpha
+    try:
+        yield
+    finally:
+        beam.length_penalty_factor = original
+
+
+class _Case:
+    """One call of beam search: its arguments, the expected result and known-bug results."""
+
+    def __init__(self, reference: Callable[..., Any], model: nn.Module, src: Tensor,
+                 src_mask: Tensor, max_len: int, **kwargs: Any) -> None:
+        self.model, self.src, self.src_mask, self.max_len = model, src, src_mask, max_len
+        self.kwargs = kwargs
+        self.alpha = float(kwargs.get("length_penalty", 0.6))
+        if kwargs.get("beam_size") == 1:  # beam search of width 1 is greedy decoding
+            from transformer_ref.decoding import greedy_decode
+
+            ids = {k: v for k, v in kwargs.items() if k in ("bos_id", "eos_id")}
+            self.expected = greedy_decode(model, src, src_mask, max_len, **ids)
+        else:
+            self.expected = reference(model, src, src_mask, max_len, **kwargs)
+        self.unnormalised: list[list[int]] | None = None
+        self.power: list[list[int]] | None = None
+        self.greedy: list[list[int]] | None = None
+        self._reference = reference
+
+    def add_bug_results(self) -> None:
+        """Compute what ranking without the penalty, with ``length ** alpha`` and greedy give."""
+        from transformer_ref.decoding import greedy_decode
+
+        args = (self.model, self.src, self.src_mask, self.max_len)
+        plain = {k: v for k, v in self.kwargs.items() if k != "length_penalty"}
+        self.unnormalised = self._reference(*args, **plain, length_penalty=0.0)
+        with _power_penalty():
+            self.power = self._reference(*args, **self.kwargs)
+        ids = {k: v for k, v in self.kwargs.items() if k in ("bos_id", "eos_id")}
+        self.greedy = greedy_decode(*args, **ids)
+
+    def describe(self, name: str) -> str:
+        shown = [repr(self.model), describe_tensor(self.src), describe_tensor(self.src_mask),
+                 f"max_len={self.max_len}"] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"{name}({', '.join(shown)})"
+
+
+def _id_lists(got: Any, batch: int, what: str) -> list[list[int]]:
+    """The learner's result as ``batch`` lists of Python ints (tensor rows are accepted)."""
+    import torch
+
+    if not isinstance(got, (list, tuple)):
+        fail(f"{what} returned {describe_tensor(got)}, expected a list of {batch} lists of "
+             f"token ids (one per source sentence).")
+    if len(got) != batch:
+        fail(f"{what} returned {len(got)} hypotheses for {batch} source sentences; return "
+             f"exactly one list of ids per sentence, in the order of the batch.")
+    rows = []
+    for b, row in enumerate(got):
+        if isinstance(row, torch.Tensor) and row.dim() == 1 and not row.is_floating_point():
+            row = row.tolist()
+        ok = isinstance(row, (list, tuple)) and all(
+            isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in row)
+        if not ok:
+            fail(f"{what}: item {b} is {describe_tensor(row)}, expected a list of ints "
+                 f"(use .tolist() on a tensor row).")
+        rows.append([int(t) for t in row])
+    return rows
+
+
+def _normalised_score(case: _Case, b: int, hyp: Sequence[int]) -> float:
+    """``log P(hyp) / lp(length)`` of one output, scored the way beam search ranks it."""
+    import torch
+
+    from transformer_ref.decoding import length_penalty_factor, sequence_log_probs
+    from transformer_ref.vocab import BOS_ID, EOS_ID
+
+    eos_id = case.kwargs.get("eos_id", EOS_ID)
+    # An output shorter than max_len ended with an EOS that the cut removed.
+    ids = list(hyp) + [eos_id] if len(hyp) < case.max_len else list(hyp)
+    tgt = torch.tensor([ids], dtype=torch.long)
+    log_p = sequence_log_probs(case.model, case.src[b : b + 1], case.src_mask[b : b + 1], tgt,
+                               case.kwargs.get("bos_id", BOS_ID), eos_id)
+    return float(log_p) / float(length_penalty_factor(torch.tensor(len(ids)), case.alpha))
+
+
+def _hint(case: _Case, got: list[list[int]]) -> str:
+    """A sentence that names the known bug ``got`` shows, or general advice."""
+    if all(len(e) == case.max_len and len(g) == case.max_len - 1
+           for e, g in zip(case.expected, got, strict=True)):
+        return (f"EOS never wins here, so every output should have max_len={case.max_len} "
+                f"tokens; yours stop one step early. Run up to max_len decoding steps.")
+    if case.alpha != 0.0 and got == case.unnormalised:
+        return ("these are the hypotheses of beam search without length normalisation: rank "
+                "every candidate by log P / ((5 + length) / 6) ** length_penalty, both when "
+                "choosing the survivors at each step and when picking the final answer.")
+    if got == case.power:
+        return ("these hypotheses come from the penalty length ** alpha; use GNMT's "
+                "((5 + length) / 6) ** alpha, with length = generated tokens including EOS.")
+    if case.kwargs.get("beam_size", 4) > 1 and got == case.greedy:
+        return ("this is the greedy result: keep beam_size hypotheses per sentence and choose "
+                "the best beam_size of all beam_size * vocab candidates at every step.")
+    return ("all beam_size * vocab candidates of a sentence compete together at each step; a "
+            "hypothesis that emitted EOS keeps its score and length (it is not extended) but "
+            "stays in the beam; decoding stops when every hypothesis has ended or max_len "
+            "tokens were generated.")
+
+
+def _run(ctx: CheckContext, fn: Callable[..., Any], case: _Case) -> None:
+    """Call the learner on ``case`` and compare with the expected hypotheses."""
+    from transformer_ref.vocab import EOS_ID
+
+    what = case.describe(getattr(fn, "__name__", "beam_search"))
+    got = call_torch(fn, case.model, case.src, case.src_mask, case.max_len, **case.kwargs)
+    got = _id_lists(got, case.src.size(0), what)
+    eos_id = case.kwargs.get("eos_id", EOS_ID)
+    for b, hyp in enumerate(got):
+        if eos_id in hyp:
+            fail(f"{what}: hypothesis {b} contains the end token {eos_id}: {hyp}. Cut every "
+                 f"output before its first EOS (and leave out the start token).")
+        if len(hyp) > case.max_len:
+            fail(f"{what}: hypothesis {b} has {len(hyp)} tokens, more than max_len="
+                 f"{case.max_len}. Generate at most max_len tokens per sentence (EOS included).")
+    for b, (hyp, expected) in enumerate(zip(got, case.expected, strict=True)):
+        if hyp == expected:
+            continue
+        got_score, expected_score = _normalised_score(case, b, hyp), \
+            _normalised_score(case, b, expected)
+        if abs(got_score - expected_score) <= SCORE_TIE:
+            continue  # an exact tie, broken differently
+        fail(f"{what}: sentence {b}: expected {expected} (normalised score "
+             f"{expected_score:.4f}), got {hyp} (score {got_score:.4f}). Hint: "
+             f"{_hint(case, got)}")
+
+
+def _discriminating_cases(ctx: CheckContext, vocab: int, batch: int) -> list[_Case]:
+    """At least ``MIN_CASES`` random cases whose expected results differ from greedy decoding
+    and that, together, separate them from both wrong length penalties (as far as ``DRAWS``
+    attempts find such cases)."""
+    rng = ctx.rng
+    cases: list[_Case] = []
+    missing = {"unnormalised", "power", "greedy"}
+    for _ in range(DRAWS):
+        model = _random_model(rng, vocab, eos_id=2, eos_bias=float(rng.uniform(-1.0, 1.0)))
+        src, src_mask = _sources(rng, batch, vocab, eos_id=2)
+        case = _Case(ctx.reference, model, src, src_mask, int(rng.integers(6, 10)),
+                     beam_size=int(rng.integers(2, 5)),
+                     length_penalty=round(float(rng.uniform(1.0, 2.0)), 2))
+        case.add_bug_results()
+        separated = {name for name in missing if getattr(case, name) != case.expected}
+        # Any case where the beam beats greedy decoding also tests the ranking across beams.
+        if separated or case.greedy != case.expected:
+            cases.append(case)
+            missing -= separated
+        if not missing and len(cases) >= MIN_CASES:
+            break
+    return cases
+
+
+@register(
+    "ch10.beam_search",
+    title="Beam search with a length penalty",
+    points=5,
+    difficulty="hard",
+    minutes=45,
+    reference="transformer_ref.decoding:beam_search",
+)
+def check_beam_search(ctx: CheckContext, fn: Callable[..., Any]) -> None:
+    """``beam_search(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
+    bos_id=BOS_ID, eos_id=EOS_ID)``: equals greedy decoding for ``beam_size=1``; matches the
+    reference on cases that separate the usual bugs; stops at ``max_len`` exactly when EOS never
+    wins; honours custom start and end ids."""
+    with one_thread():
+        _check_beam_search(ctx, fn)
+
+
+def _check_beam_search(ctx: CheckContext, fn: Callable[..., Any]) -> None:
+    rng = ctx.rng
+    vocab = int(rng.integers(10, 15))
+
+    # beam_size=1 is greedy decoding, whatever the penalty.
+    model = _random_model(rng, vocab, eos_id=2, eos_bias=1.0)
+    src, src_mask = _sources(rng, 3, vocab, eos_id=2)
+    _run(ctx, fn, _Case(ctx.reference, model, src, src_mask, 8, beam_size=1,
+                        length_penalty=round(float(rng.uniform(0.5, 1.5)), 2)))
+
+    # Cases where beam search, the penalty and its formula matter.
+    for case in _discriminating_cases(ctx, vocab, batch=8):
+        _run(ctx, fn, case)
+
+    # EOS never wins: every output has exactly max_len tokens.
+    model = _random_model(rng, vocab, eos_id=2, eos_bias=-50.0)
+    src, src_mask = _sources(rng, 2, vocab, eos_id=2)
+    max_len = int(rng.integers(2, 6))
+    _run(ctx, fn, _Case(ctx.reference, model, src, src_mask, max_len, beam_size=3,
+                        length_penalty=0.6))
+
+    # Other start and end ids, passed by keyword.
+    bos_id, eos_id = (int(i) for i in rng.choice(np.arange(4, vocab), size=2, replace=False))
+    model = _random_model(rng, vocab, eos_id=eos_id, eos_bias=float(rng.uniform(1.0, 2.0)))
+    src, src_mask = _sources(rng, 3, vocab, eos_id=eos_id)
+    _run(ctx, fn, _Case(ctx.reference, model, src, src_mask, 8, beam_size=3,
+                        length_penalty=0.6, bos_id=bos_id, eos_id=eos_id))

@@ -1,0 +1,227 @@
+"""The registry of graded exercises and the functions that grade a learner's function.
+
+Chapter modules in :mod:`autograder.exercises.checks` add exercises with :func:`register`; the
+registry imports them the first time it is asked (:func:`exercises`, :func:`get_exercise`,
+:func:`grade_function`), so ``import autograder`` stays fast and never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autograder.exercises.checking import CheckContext, CheckFailure, describe, seed_for
+
+CHAPTERS: dict[str, str] = {
+    "ch01": "ch01_positional_encoding",
+    "ch02": "ch02_attention",
+    "ch03": "ch03_attention_head",
+    "ch04": "ch04_multi_head_attention",
+    "ch05": "ch05_layer_norm_ffn",
+    "ch06": "ch06_encoder_block",
+    "ch07": "ch07_pytorch_modules",
+    "ch08": "ch08_decoder_and_model",
+    "ch09": "ch09_training",
+    "ch10": "ch10_translation",
+}
+DIFFICULTIES = ("easy", "medium", "hard")
+_ID_PATTERN = re.compile(r"^(ch\d\d)\.[a-z_][a-z0-9_]*$")
+
+CheckFunction = Callable[[CheckContext, Callable[..., Any]], None]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of grading one function: ``passed`` and a message for the learner."""
+
+    passed: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One graded exercise.
+
+    Attributes:
+        id: ``"<chapter prefix>.<function name>"``, e.g. ``"ch02.softmax"``.
+        chapter: the chapter (assignment) id, e.g. ``"ch02_attention"``.
+        title: a short human-readable title.
+        points: points of the graded notebook cell.
+        difficulty: ``"easy"``, ``"medium"`` or ``"hard"``.
+        minutes: estimated time for a learner, in minutes.
+        check: ``check(ctx, fn)``; raises :class:`CheckFailure` when ``fn`` is wrong.
+        reference: ``"module:attribute"`` of the reference implementation.
+    """
+
+    id: str
+    chapter: str
+    title: str
+    points: int
+    difficulty: str
+    minutes: int
+    check: CheckFunction
+    reference: str
+
+    def load_reference(self) -> Callable[..., Any]:
+        """Import and return the reference implementation."""
+        module, _, attribute = self.reference.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
+class UnknownExerciseError(KeyError, ValueError):
+    """An exercise id that the registry does not hold; the message lists the valid ids."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+_REGISTRY: dict[str, Exercise] = {}
+_loaded = False
+
+
+def register(
+    exercise_id: str,
+    *,
+    title: str,
+    points: int,
+    difficulty: str,
+    minutes: int,
+    reference: str,
+) -> Callable[[CheckFunction], CheckFunction]:
+    """Decorator that registers ``check(ctx, fn)`` as the check of ``exercise_id``.
+
+    Raises:
+        ValueError: malformed id, unknown chapter prefix, bad difficulty, non-positive points
+            or minutes, a reference that is not ``"module:attribute"``, or an id registered
+            twice by different functions.
+    """
+    match = _ID_PATTERN.match(exercise_id)
+    if not match or match.group(1) not in CHAPTERS:
+        raise ValueError(f"exercise id must look like 'ch02.softmax' with a chapter prefix in "
+                         f"{sorted(CHAPTERS)}, got {exercise_id!r}")
+    if difficulty not in DIFFICULTIES:
+        raise ValueError(f"difficulty must be one of {DIFFICULTIES}, got {difficulty!r}")
+    if points <= 0 or minutes <= 0:
+        raise ValueError(f"points and minutes must be positive, got {points} and {minutes}")
+    if reference.count(":") != 1:
+        raise ValueError(f"reference must be 'module:attribute', got {reference!r}")
+
+    def decorator(check: CheckFunction) -> CheckFunction:
+        old = _REGISTRY.get(exercise_id)
+        if old is not None and _origin(old.check) != _origin(check):
+            raise ValueError(f"exercise {exercise_id!r} is registered twice: by "
+                             f"{'.'.join(_origin(old.check))} and {'.'.join(_origin(check))}")
+        _REGISTRY[exercise_id] = Exercise(
+            id=exercise_id, chapter=CHAPTERS[match.group(1)], title=title, points=points,
+            difficulty=difficulty, minutes=minutes, check=check, reference=reference,
+        )
+        return check
+
+    return decorator
+
+
+def _origin(check: CheckFunction) -> tuple[str, str]:
+    return check.__module__, check.__qualname__
+
+
+def _load_chapters() -> None:
+    global _loaded
+    if _loaded:
+        return
+    from autograder.exercises import checks as package
+
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if re.fullmatch(r"ch\d\d", info.name):
+            importlib.import_module(f"{package.__name__}.{info.name}")
+    _loaded = True
+
+
+def _order(exercise: Exercise) -> tuple[str, int]:
+    # Chapter first, then the order of the check functions in their module (the notebook order).
+    return exercise.id.split(".")[0], exercise.check.__code__.co_firstlineno
+
+
+def all_exercises() -> list[Exercise]:
+    """Every registered exercise, by chapter and then in notebook order."""
+    _load_chapters()
+    return sorted(_REGISTRY.values(), key=_order)
+
+
+def exercises() -> list[str]:
+    """The ids of every registered exercise, by chapter and then in notebook order."""
+    return [exercise.id for exercise in all_exercises()]
+
+
+def get_exercise(exercise_id: str) -> Exercise:
+    """The :class:`Exercise` registered as ``exercise_id``.
+
+    Raises:
+        UnknownExerciseError (a KeyError and a ValueError): the id is not registered.
+    """
+    _load_chapters()
+    try:
+        return _REGISTRY[exercise_id]
+    except (KeyError, TypeError):
+        raise UnknownExerciseError(
+            f"unknown exercise id {exercise_id!r}; valid ids are: {', '.join(exercises())}"
+        ) from None
+
+
+def grade_function(exercise_id: str, fn: Any, hidden: bool = False) -> CheckResult:
+    """Grade the learner's ``fn`` with the checks of ``exercise_id``.
+
+    Never raises because of ``fn``: exceptions inside it, wrong return types or shapes, NaN,
+    or a ``fn`` that is not callable all give ``passed=False`` and a message saying what was
+    expected and what was given.
+
+    Args:
+        exercise_id: a registry id, see :func:`exercises`.
+        fn: the learner's function.
+        hidden: run the hidden checks (inputs drawn from a seed derived from
+            ``AUTOGRADER_SECRET``) instead of the visible ones (fixed seed).
+
+    Raises:
+        UnknownExerciseError: ``exercise_id`` is not registered (a mistake of the caller).
+    """
+    exercise = get_exercise(exercise_id)
+    mode = "hidden" if hidden else "visible"
+    prefix = f"{exercise.id} ({mode} checks)"
+    if not callable(fn):
+        return CheckResult(False, f"{prefix}: expected a function, got {describe(fn)}. Pass the "
+                                  f"function itself, without calling it.")
+    context = CheckContext(
+        exercise_id=exercise.id,
+        hidden=hidden,
+        rng=np.random.default_rng(seed_for(exercise.id, hidden)),
+        reference=exercise.load_reference(),
+    )
+    try:
+        # Overflow warnings from learner code would only repeat what the message says.
+        with np.errstate(all="ignore"):
+            exercise.check(context, fn)
+    except CheckFailure as exc:
+        return CheckResult(False, f"{prefix} failed: {exc}")
+    except Exception as exc:  # an odd return value can break a check anywhere
+        return CheckResult(False, f"{prefix} failed: the check stopped with "
+                                  f"{type(exc).__name__}: {exc}. Look at what your function "
+                                  f"returns (types and shapes) against its docstring.")
+    return CheckResult(True, f"{prefix}: all passed.")
+
+
+def check(exercise_id: str, fn: Any, hidden: bool = False) -> None:
+    """Notebook test cells: print a success line, or raise AssertionError with the diagnosis.
+
+    Raises:
+        AssertionError: the function failed a check (nbgrader then scores the cell 0).
+        UnknownExerciseError: ``exercise_id`` is not registered.
+    """
+    result = grade_function(exercise_id, fn, hidden=hidden)
+    if not result.passed:
+        raise AssertionError(result.message)
+    print(result.message)

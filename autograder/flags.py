@@ -1,0 +1,70 @@
+"""Flags: why a submission needs a human, kept next to the gradebook.
+
+Flags live in small JSON files, ``<course>/flags/<student>/<chapter>.json``, one list per stage
+(``collect``, ``grade``), so that collecting again replaces the collect flags and grading again
+replaces the grade flags::
+
+    {"collect": [], "grade": [{"cell": "ch02_softmax_test", "code": "test_cell_edited",
+                               "reason": "..."}]}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.course import Course
+
+STAGES = ("collect", "grade")
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Something a human should look at.
+
+    Attributes:
+        code: a short machine-readable kind: ``"test_cell_edited"``, ``"test_cell_deleted"``,
+            ``"test_cell_moved"``, ``"test_cell_repointed"``, ``"metadata_removed"``,
+            ``"cell_added"``, ``"locked_cell_edited"``, ``"imports_reference"``,
+            ``"tampering"``, ``"worker_died"``, ``"audit:<category>"``, ...
+        cell: the grade id (or cell id) concerned, or ``None`` for the whole notebook.
+        reason: one or two sentences for a human.
+    """
+
+    code: str
+    cell: str | None
+    reason: str
+
+
+def _flags_file(course_dir: str | os.PathLike, student: str, chapter: str) -> Path:
+    return Course.of(course_dir=course_dir).flags_file(student, chapter)
+
+
+def write_flags(
+    course_dir: str | os.PathLike, student: str, chapter: str, stage: str, flags: list[Flag]
+) -> None:
+    """Replace the ``stage`` flags of one submission (the other stage's flags are kept)."""
+    if stage not in STAGES:
+        raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
+    path = _flags_file(course_dir, student, chapter)
+    stored = _load(path)
+    stored[stage] = [{"code": f.code, "cell": f.cell, "reason": f.reason} for f in flags]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    temporary.replace(path)
+
+
+def _load(path: Path) -> dict[str, list[dict[str, str]]]:
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def read_flags(course_dir: str | os.PathLike, student: str, chapter: str) -> list[Flag]:
+    """The flags of one submission: collect flags first, then grade flags."""
+    stored = _load(_flags_file(course_dir, student, chapter))
+    return [Flag(f["code"], f.get("cell"), f["reason"])
+            for stage in STAGES for f in stored.get(stage, [])]

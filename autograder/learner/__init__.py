@@ -1,0 +1,1 @@
+"""What learners run: the self-check of a notebook and its pytest plugin."""

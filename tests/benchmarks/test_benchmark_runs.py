@@ -1,0 +1,132 @@
+"""The time-to-accuracy and notebook-time benchmarks, run end to end with tiny settings."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from autograder.learner.selfcheck import ExerciseOutcome, SelfCheckReport
+from transformer_ref.presets import get_preset
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tta(benchmark_script):
+    return benchmark_script("time_to_accuracy")
+
+
+@pytest.fixture(scope="module")
+def notebook_times(benchmark_script):
+    return benchmark_script("notebook_times")
+
+
+# ------------------------------------------------------------------ time to accuracy
+
+
+def test_reverse_run_prints_its_curve_and_result(tta, capsys, tmp_path):
+    saved = tmp_path / "curves.json"
+    status = tta.main(["--tasks", "reverse", "--presets", "cpu", "--device", "cpu",
+                       "--eval-every", "10", "--json", str(saved), "--", "--max-steps", "20"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "reverse cpu on cpu: quality against training time" in out
+    rows = re.findall(r"^\s+(\d+\.\d)\s+(\d+)\s+(\d+\.\d)%$", out, re.M)
+    assert [int(step) for _, step, _ in rows] == [10, 20], out
+    assert 0 < float(rows[0][0]) <= float(rows[1][0])
+    assert re.search(r"^reverse cpu on cpu: did NOT reach 100% held-out exact match \(final "
+                     r"\d+\.\d% of \d+ sequences\); \d+\.\d s wall including start-up "
+                     r"\(20 steps, \d+\.\d s of training\)$", out, re.M), out
+
+    (run,) = json.loads(saved.read_text())
+    assert (run["task"], run["preset"], run["steps"]) == ("reverse", "cpu", 20)
+    assert [p["step"] for p in run["curve"]] == [10, 20]
+    assert run["curve"][-1]["train_seconds"] == pytest.approx(run["train_seconds"])
+    assert run["process_seconds"] > run["train_seconds"] > 0
+
+
+def test_gpu_preset_without_cuda_is_skipped_not_trained(tta, capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert tta.main(["--tasks", "reverse", "sort", "--presets", "gpu"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"{task} gpu: the gpu preset needs a CUDA GPU and none is visible; skipped"
+        for task in ("reverse", "sort")
+    ]
+
+
+def test_gpu_preset_is_skipped_on_an_explicit_cpu_device(tta, capsys):
+    assert tta.main(["--tasks", "copy", "--presets", "gpu", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "copy gpu: the gpu preset needs a CUDA GPU" in out and "skipped" in out
+
+
+def test_result_is_the_first_time_exact_match_reached_100(tta):
+    history = [{"step": 50, "train_seconds": 3.0, "train_loss": 1.0, "exact_match": 0.4},
+               {"step": 100, "train_seconds": 6.5, "train_loss": 0.1, "exact_match": 1.0},
+               {"step": 110, "train_seconds": 7.2, "train_loss": 0.1, "exact_match": 1.0}]
+    report = {"task": "reverse", "preset": "cpu", "device": "cpu", "steps": 110,
+              "train_seconds": 7.2, "process_seconds": 12.0, "history": history,
+              "metrics": {"exact_match": 1.0, "held_out_sequences": 211}}
+    points = tta.curve(report)
+    assert points[1] == {"train_seconds": 6.5, "step": 100, "exact_match": 1.0}
+    assert tta.describe(report, points) == (
+        "reverse cpu on cpu: 100% held-out exact match after 6.5 s of training (step 100, 211 "
+        "sequences); 12.0 s wall including start-up (110 steps, 7.2 s of training)")
+
+
+def test_multi30k_curve_is_validation_bleu_and_result_is_test_bleu(tta):
+    history = [{"step": 50, "train_seconds": 80.0, "train_loss": 6.0, "val_loss": 5.5,
+                "val_bleu_greedy": 1.25},
+               {"step": 100, "train_seconds": 160.0, "train_loss": 4.0, "val_loss": 4.1,
+                "val_bleu_greedy": 9.5}]
+    signature = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+    report = {"task": "multi30k", "preset": "cpu", "device": "cpu", "steps": 100,
+              "train_seconds": 160.0, "process_seconds": 300.0, "history": history,
+              "metrics": {"test_2016_flickr_bleu": 12.345, "beam_size": 4,
+                          "bleu_signature": signature}}
+    points = tta.curve(report)
+    lines = tta.format_curve(report, points)
+    sentences = get_preset("multi30k", "cpu").eval_sentences
+    assert f"val BLEU (greedy, {sentences} sentences)" in lines[0]
+    assert lines[1].split() == ["80.0", "50", "1.25", "5.500"]
+    assert lines[2].split() == ["160.0", "100", "9.50", "4.100"]
+    assert tta.describe(report, points) == (
+        "multi30k cpu on cpu: test_2016_flickr sacreBLEU 12.35 (beam 4); 300.0 s wall including "
+        f"start-up (100 steps, 160.0 s of training); {signature}")
+
+
+# ------------------------------------------------------------------ notebook times
+
+
+def test_status_names_the_first_error(notebook_times):
+    report = SelfCheckReport(Path("ch.ipynb"), cell_errors=[(3, "ZeroDivisionError: by zero"),
+                                                            (5, "NameError: name 'x'")])
+    assert notebook_times.status_of(report) == "error: ZeroDivisionError"
+    failing = SelfCheckReport(Path("ch.ipynb"), [ExerciseOutcome("ch02.softmax", 4, False, "")])
+    assert notebook_times.status_of(failing) == "failed: ch02.softmax"
+    passing = SelfCheckReport(Path("ch.ipynb"), [ExerciseOutcome("ch02.softmax", 4, True, "")])
+    assert notebook_times.status_of(passing) == "ok"
+
+
+@pytest.mark.slow
+def test_chapter_one_fast_mode_is_timed_and_the_repository_untouched(
+    notebook_times, capsys, tmp_path
+):
+    chapter = ROOT / "solutions" / "ch01_positional_encoding"
+    before = {p: p.stat().st_mtime_ns for p in chapter.rglob("*")}
+    saved = tmp_path / "times.json"
+    status = notebook_times.main(["--chapters", "ch01_positional_encoding", "--modes", "fast",
+                                  "--json", str(saved)])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert re.search(r"^chapter\s+fast s\s+full s\s+status$", out, re.M), out
+    assert re.search(r"^ch01_positional_encoding\s+\d+\.\d\s+-\s+ok$", out, re.M), out
+    times = json.loads(saved.read_text())
+    assert list(times) == ["ch01_positional_encoding"]
+    assert list(times["ch01_positional_encoding"]) == ["fast"]
+    assert times["ch01_positional_encoding"]["fast"]["seconds"] > 0
+    assert {p: p.stat().st_mtime_ns for p in chapter.rglob("*")} == before
