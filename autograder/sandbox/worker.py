@@ -26,6 +26,7 @@ The spec is a JSON file written by the grader into a folder only root can write.
 from __future__ import annotations
 
 import ctypes
+import inspect
 import json
 import os
 import resource
@@ -491,13 +492,19 @@ def _package_dirs(packages: list[str]) -> tuple[str, ...]:
 
 
 def _codes_of(value: Any) -> set[Any]:
-    """Code objects of a reference: a function, or the methods a class defines."""
+    """Code objects of a reference: a function, or the methods a class defines.
+
+    Decorated functions are unwrapped: a decorator's wrapper (``torch.no_grad``'s, for one)
+    shares its code object with every function it decorates, so watching it would count calls
+    of allowed building blocks as calls of the reference.
+    """
     functions = [value]
     if isinstance(value, type):
         functions = [f for attribute in vars(value).values()
                      for f in (attribute, getattr(attribute, "__func__", None),
                                getattr(attribute, "fget", None))]
-    return {f.__code__ for f in functions if hasattr(f, "__code__")}
+    unwrapped = [inspect.unwrap(f) for f in functions if callable(f)]
+    return {f.__code__ for f in unwrapped if hasattr(f, "__code__")}
 
 
 class _ReferenceGuard:

@@ -166,3 +166,21 @@ def test_solution_cells_that_never_start_are_run_once_not_once_per_exercise(sour
                for r in results.values())
     n_cells = sum(1 for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
     assert elapsed < 2 * (2 * n_cells + GRACE_S), "the endless cells ran more than once"
+
+
+def test_decorated_references_are_watched_and_their_decorator_is_not():
+    """``beam_search`` is decorated with ``torch.no_grad``, as ``greedy_decode`` (allowed in
+    chapter 10) is: reaching the reference beam search costs the credit, calling
+    ``greedy_decode`` does not."""
+    nb = _source("ch10")
+    # show_attention is handed to learners by the notebook; its module holds the reference,
+    # and a function of the learner's own wraps it, so only the call tracing can tell.
+    nb.cells[cell_index(nb, "ch10_beam_search_solution")].source = (
+        "_found = show_attention.__globals__['batch_decoder'](4).func\n\n"
+        "def beam_search(*args, **kwargs):\n"
+        "    return _found(*args, **kwargs)\n")
+    results = verify_exercises("ch10", nb, TORCH_LIMITS)
+    cheat = results["ch10.beam_search"]
+    assert not cheat.passed and "no credit" in cheat.message
+    assert "beam_search (beam.py)" in cheat.message
+    assert results["ch10.translate_batched"].passed, results["ch10.translate_batched"].message
