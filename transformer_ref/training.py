@@ -7,7 +7,8 @@ One optimizer step:
 2. forward under autocast (bfloat16 on recent GPUs, float16 + GradScaler on older ones,
    float32 on the CPU), label-smoothed loss *summed* over the real target tokens and divided
    by the global batch's token count, backward;
-3. clip the gradient norm, Adam step (betas 0.9/0.98, eps 1e-9), Noam learning-rate step.
+3. clip the gradient norm, Adam step (betas 0.9/0.98, eps 1e-9), learning-rate step (the
+   Noam warm-up, then inverse-square-root or linear decay).
 
 Every ``eval_every`` steps an evaluation callback runs on the main process; it can stop
 training early (e.g. when held-out exact match reaches 100%). Checkpoints hold everything
