@@ -9,7 +9,17 @@ STAMP := $(VENV)/.installed
 # Both cores by default; `make test JOBS=1` runs the suite serially.
 JOBS ?= 2
 
-.PHONY: install lab test lint browser release demo clean
+# JupyterLab reads the course's configuration layers (autograder/learner/jupyter/, see its
+# README.md) before any other and keeps its own state (settings, workspaces) in build/jupyter/:
+# the user's ~/.jupyter plays no part, so the course looks the same on every machine.
+LAYERS := $(CURDIR)/autograder/learner/jupyter
+# A class's nbgrader exchange adds the Assignment List: make lab EXCHANGE=/srv/nbgrader/exchange
+EXCHANGE ?=
+LEARNER = $(if $(EXCHANGE),$(LAYERS)/exchange:)$(LAYERS)/learner
+INSTRUCTOR = $(LAYERS)/instructor:$(LEARNER)
+JUPYTER_ENV = JUPYTER_CONFIG_DIR="$(CURDIR)/build/jupyter" TRANSFORMER_COURSE_EXCHANGE="$(EXCHANGE)"
+
+.PHONY: install lab instructor test lint browser release demo clean
 
 install: $(STAMP)
 
@@ -18,8 +28,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --editable '.[dev]'
 	@touch $@
 
+# Learner mode: the chapters, with nbgrader's Validate button (and Assignment List, see above).
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	$(JUPYTER_ENV) JUPYTER_CONFIG_PATH="$(LEARNER)" $(BIN)/jupyter lab --notebook-dir=notebooks
+
+# Instructor mode: the whole repository, with formgrader, "Create assignment" and the course list.
+instructor: $(STAMP)
+	$(JUPYTER_ENV) JUPYTER_CONFIG_PATH="$(INSTRUCTOR)" $(BIN)/jupyter lab --notebook-dir=.
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

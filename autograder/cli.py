@@ -145,8 +145,9 @@ def _limits(args: argparse.Namespace):
     from autograder.sandbox.launcher import Limits
 
     return Limits(cell_timeout_s=args.cell_timeout, notebook_timeout_s=args.notebook_timeout,
-                  memory_mb=args.memory_mb, max_processes=args.max_processes,
-                  max_output_bytes=args.max_output_bytes)
+                  learner_timeout_s=args.learner_timeout, memory_mb=args.memory_mb,
+                  max_processes=args.max_processes, max_output_bytes=args.max_output_bytes,
+                  disk_mb=args.disk_mb)
 
 
 def _autograde(args: argparse.Namespace) -> int:
@@ -191,8 +192,14 @@ def add_autograde(subparsers: argparse._SubParsersAction) -> None:
                         help="seconds per cell (default: %(default)s)")
     parser.add_argument("--notebook-timeout", type=float, default=defaults.notebook_timeout_s,
                         help="seconds per notebook (default: %(default)s)")
+    parser.add_argument("--learner-timeout", type=float, default=defaults.learner_timeout_s,
+                        help="seconds for all of one learner: the notebook and its "
+                             "verification (default: %(default)s)")
     parser.add_argument("--memory-mb", type=int, default=defaults.memory_mb,
-                        help="memory of a learner's process in MiB (default: %(default)s)")
+                        help="memory of one learner's processes together, in MiB "
+                             "(default: %(default)s)")
+    parser.add_argument("--disk-mb", type=int, default=defaults.disk_mb,
+                        help="a learner's writable folder, in MiB (default: %(default)s)")
     parser.add_argument("--max-processes", type=int, default=defaults.max_processes,
                         help="processes a learner's code may run (default: %(default)s)")
     parser.add_argument("--max-output-bytes", type=int, default=defaults.max_output_bytes,

@@ -37,7 +37,6 @@ from autograder.exercises.registry import CHAPTERS as CHAPTER_IDS
 ROOT = Path(__file__).resolve().parents[1]
 # The course folder of a course root, unless another is named (``--course-dir``).
 COURSE_FOLDER = Path("autograder") / "course"
-COURSE_DIR = ROOT / COURSE_FOLDER
 COURSE_ID = "build-the-transformer"
 SOURCE_DIRECTORY = "solutions"
 RELEASE_DIRECTORY = "notebooks"

@@ -28,7 +28,7 @@ class Flag:
         code: a short machine-readable kind: ``"test_cell_edited"``, ``"test_cell_deleted"``,
             ``"test_cell_moved"``, ``"test_cell_repointed"``, ``"metadata_removed"``,
             ``"cell_added"``, ``"locked_cell_edited"``, ``"imports_reference"``,
-            ``"tampering"``, ``"worker_died"``, ``"audit:<category>"``, ...
+            ``"learner_timeout"``, ``"worker_died"``, ``"audit:<category>"``, ...
         cell: the grade id (or cell id) concerned, or ``None`` for the whole notebook.
         reason: one or two sentences for a human.
     """

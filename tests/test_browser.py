@@ -1,13 +1,25 @@
 """The course in a real browser: JupyterLab from this environment, driven by headless Chromium.
 
-What a learner does after `make lab`: open the chapter 1 notebook, run all cells and meet the
-stubs' NotImplementedError; what an instructor does: run the solution notebook and see it pass
-with its figures, with nbgrader's JupyterLab extension loaded. Both notebooks are copied into a
-temporary folder first, because JupyterLab saves what it runs and the repository must not change.
+JupyterLab starts as the Makefile starts it: the course's configuration layers
+(``autograder/learner/jupyter/``) on ``JUPYTER_CONFIG_PATH``, a configuration folder of its own
+for settings and workspaces (the Makefile's ``build/jupyter``, here a temporary one), and no
+``--allow-root`` on the command line, also when the tests run as root (as in CI).
 
-Chromium comes from Debian (`make browser`, which `make test` runs first); Playwright drives it
-through `executable_path` and never downloads a browser of its own. Screenshots are written under
-the test's temporary folder and their paths printed (`pytest -s` shows them).
+* Learner mode (`make lab`), served from a copy of ``notebooks/``: the file browser shows the
+  chapters and nothing else, the notebook has nbgrader's Validate button, no instructor tool,
+  error dialog or news pop-up appears, the server logs no warning; Run All on the chapter 1
+  release meets the first stub's NotImplementedError.
+* Instructor mode (`make instructor`), served from a folder holding ``notebooks/`` and
+  ``solutions/`` as the repository does: formgrader, "Create assignment" and the course list
+  are there; the chapter 1 solution notebook runs clean with its figures.
+* A class with an nbgrader exchange (`make lab EXCHANGE=...`): the Assignment List shows a
+  chapter that nbgrader released into the exchange, and fetches it.
+
+Every served folder is a temporary copy, because JupyterLab saves what it runs and the
+repository must not change. Chromium comes from Debian (`make browser`, which `make test` runs
+first); Playwright drives it through `executable_path` and never downloads a browser of its
+own. Screenshots are written under the test's temporary folder and their paths printed
+(`pytest -s` shows them).
 """
 
 from __future__ import annotations
@@ -23,21 +35,28 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from autograder.course import CHAPTERS, COURSE_ID, course_config, ensure_alembic_on_path
+
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Locator, Page
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTER = "ch01_positional_encoding"
-NOTEBOOKS = {
-    "release": Path("notebooks") / CHAPTER / f"{CHAPTER}.ipynb",
-    "solution": Path("solutions") / CHAPTER / f"{CHAPTER}.ipynb",
+LAYERS = ROOT / "autograder" / "learner" / "jupyter"
+# The configuration layers of each mode, first wins (as the Makefile sets JUPYTER_CONFIG_PATH).
+MODES = {
+    "learner": ["learner"],
+    "instructor": ["instructor", "learner"],
+    "exchange": ["exchange", "learner"],
 }
+CHAPTER = "ch01_positional_encoding"
+NOTEBOOK = Path(CHAPTER) / f"{CHAPTER}.ipynb"
 CHROMIUM = Path("/usr/bin/chromium")
 # The machine may have no outside network: without these flags Chromium keeps trying to reach
 # Google's services and fills the log with refused connections.
@@ -51,14 +70,16 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-# JupyterLab user settings for the test server. No news or update pop-up may cover the page,
-# and every cell stays attached to the DOM so that all outputs can be found.
-LAB_SETTINGS = {
-    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
-    "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
-}
-# nbgrader 0.9's JupyterLab menu, as a learner and an instructor see it.
-NBGRADER_MENU_ITEMS = ["Assignment List", "Course List", "Formgrader", "Create assignment"]
+# The tests' one JupyterLab setting: every cell stays attached to the DOM, so that all outputs
+# can be found. Everything else (no news pop-up included) comes from the course's layers.
+LAB_SETTINGS = {"@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"}}
+# nbgrader 0.9's JupyterLab menu items and the "Create assignment" side panel.
+INSTRUCTOR_MENU_ITEMS = ["Course List", "Formgrader", "Create assignment"]
+CREATE_ASSIGNMENT_TAB = '.lm-TabBar-tab[data-id="nbgrader-create_assignemnt"]'
+ANNOUNCEMENTS_PLUGIN = "@jupyterlab/apputils-extension:announcements"
+# What the server logs when nbgrader, root or a kernel has something to complain about.
+LOG_COMPLAINTS = ["nbgrader_config.py", "exchange directory", "Running as root",
+                  "without encryption", "Traceback"]
 # The notebook's kernel is connected and idle: the toolbar's indicator says "idle" even before a
 # kernel exists, so the status bar's "<kernel> | Idle" is what tells that the kernel is up.
 KERNEL_IDLE_JS = """() => {
@@ -77,6 +98,7 @@ RUN_FINISHED_JS = """() => {
 SERVER_START_S = 90
 KERNEL_START_MS = 60_000
 RUN_ALL_MS = 120_000
+UI_MS = 30_000
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -117,11 +139,24 @@ def browser() -> Iterator[Browser]:
             chromium.close()
 
 
-def _write_lab_settings(settings_dir: Path) -> None:
-    for plugin, values in LAB_SETTINGS.items():
-        path = settings_dir / f"{plugin}.jupyterlab-settings"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(values))
+@dataclass(frozen=True)
+class Lab:
+    """A running JupyterLab: where it answers, its token, the folder it serves and its log."""
+
+    url: str
+    token: str
+    root: Path
+    log: Path
+
+    def status_of(self, path: str) -> int:
+        """The HTTP status of a GET of ``path`` on the server, with the token."""
+        request = urllib.request.Request(f"{self.url}{path}",
+                                         headers={"Authorization": f"token {self.token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
 
 
 def _wait_until_serving(url: str, server: subprocess.Popen, log: Path) -> None:
@@ -139,23 +174,22 @@ def _wait_until_serving(url: str, server: subprocess.Popen, log: Path) -> None:
     pytest.fail(f"JupyterLab did not answer within {SERVER_START_S} s:\n{log.read_text()}")
 
 
-@pytest.fixture(scope="module")
-def lab(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
-        free_port: Callable[[], int]) -> Iterator[dict]:
-    """A JupyterLab server from this environment on a free localhost port.
+@contextlib.contextmanager
+def _jupyterlab(home: Path, root: Path, mode: str, port: int,
+                exchange: Path | None = None) -> Iterator[Lab]:
+    """JupyterLab in ``mode`` serving ``root``, started as the Makefile starts it.
 
-    Its root is a temporary folder holding copies of the two chapter 1 notebooks; its
-    configuration, runtime and IPython folders are temporary too, so the user's own Jupyter
-    set-up plays no part and nothing outside the temporary folder is written.
+    Its own configuration, data, runtime and IPython folders are under ``home``, so the user's
+    Jupyter set-up plays no part and nothing outside ``home`` and ``root`` is written. Like
+    `make lab`, the server runs in another folder than the one it serves (here ``home``).
     """
-    home = tmp_path_factory.mktemp("jupyterlab")
-    root = home / "course"
-    for notebook in NOTEBOOKS.values():
-        (root / notebook).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / notebook, root / notebook)
-    _write_lab_settings(home / "settings")
+    config_dir = home / "config"
+    for plugin, values in LAB_SETTINGS.items():
+        path = config_dir / "lab" / "user-settings" / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
 
-    port, token = free_port(), secrets.token_hex(16)
+    token = secrets.token_hex(16)
     command = [
         sys.executable, "-m", "jupyterlab",
         "--no-browser",
@@ -164,32 +198,30 @@ def lab(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
         "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}",
         f"--ServerApp.root_dir={root}",
-        f"--LabApp.user_settings_dir={home / 'settings'}",
-        f"--LabApp.workspaces_dir={home / 'workspaces'}",
     ]
-    if os.geteuid() == 0:
-        command.append("--allow-root")
     env = dict(
         os.environ,
-        JUPYTER_CONFIG_DIR=str(home / "config"),
+        JUPYTER_CONFIG_DIR=str(config_dir),
+        JUPYTER_CONFIG_PATH=os.pathsep.join(str(LAYERS / layer) for layer in MODES[mode]),
         JUPYTER_DATA_DIR=str(home / "data"),
         JUPYTER_RUNTIME_DIR=str(home / "runtime"),
         IPYTHONDIR=str(home / "ipython"),
+        TRANSFORMER_COURSE_EXCHANGE=str(exchange or ""),
     )
-    base_url = f"http://127.0.0.1:{port}"
+    url = f"http://127.0.0.1:{port}"
     log = home / "jupyterlab.log"
     with log.open("w") as log_file:
         server = subprocess.Popen(
-            command, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT
+            command, cwd=home, env=env, stdout=log_file, stderr=subprocess.STDOUT
         )
     try:
-        _wait_until_serving(f"{base_url}/api/status?token={token}", server, log)
-        yield {"url": base_url, "token": token}
+        _wait_until_serving(f"{url}/api/status?token={token}", server, log)
+        yield Lab(url, token, root, log)
     finally:
         # The REST shutdown also stops the kernels; terminate and kill are the fallbacks.
         try:
             request = urllib.request.Request(
-                f"{base_url}/api/shutdown", method="POST",
+                f"{url}/api/shutdown", method="POST",
                 headers={"Authorization": f"token {token}"},
             )
             urllib.request.urlopen(request, timeout=10).close()
@@ -202,8 +234,55 @@ def lab(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
             server.wait()
 
 
+@pytest.fixture(scope="module")
+def learner_lab(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
+                free_port: Callable[[], int]) -> Iterator[Lab]:
+    """`make lab`: learner mode on a copy of notebooks/ (the chapters and conftest.py)."""
+    home = tmp_path_factory.mktemp("learner")
+    root = home / "notebooks"
+    shutil.copytree(ROOT / "notebooks", root,
+                    ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    with _jupyterlab(home, root, "learner", free_port()) as lab:
+        yield lab
+
+
+@pytest.fixture(scope="module")
+def instructor_lab(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
+                   free_port: Callable[[], int]) -> Iterator[Lab]:
+    """`make instructor`: instructor mode on a folder laid out like the repository."""
+    home = tmp_path_factory.mktemp("instructor")
+    root = home / "course"
+    for folder in ("notebooks", "solutions"):
+        shutil.copytree(ROOT / folder / CHAPTER, root / folder / CHAPTER)
+    with _jupyterlab(home, root, "instructor", free_port()) as lab:
+        yield lab
+
+
+@pytest.fixture(scope="module")
+def exchange_lab(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
+                 free_port: Callable[[], int]) -> Iterator[Lab]:
+    """`make lab EXCHANGE=...`: a learner's empty folder, and an exchange into which nbgrader
+    has released chapter 1 from a course of its own."""
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    home = tmp_path_factory.mktemp("exchange")
+    course, exchange, root = home / "course", home / "exchange", home / "learner"
+    shutil.copytree(ROOT / "notebooks" / CHAPTER, course / "notebooks" / CHAPTER)
+    exchange.mkdir()
+    root.mkdir()
+    ensure_alembic_on_path()
+    config = course_config(course)
+    config.Exchange.root = str(exchange)
+    api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+    released = api.release_assignment(CHAPTER)
+    assert released["success"], released
+    with _jupyterlab(home, root, "exchange", free_port(), exchange=exchange) as lab:
+        yield lab
+
+
 @pytest.fixture
-def page(browser: Browser, lab: dict, tmp_path: Path) -> Iterator[Page]:
+def page(browser: Browser, tmp_path: Path) -> Iterator[Page]:
     """A fresh browser page; what it showed last is saved as last.png, to see why a test failed."""
     from playwright.sync_api import Error
 
@@ -217,11 +296,54 @@ def page(browser: Browser, lab: dict, tmp_path: Path) -> Iterator[Page]:
         context.close()
 
 
-def _open_notebook(page: Page, lab: dict, notebook: Path) -> None:
+def _open_lab(page: Page, lab: Lab) -> None:
+    """Open JupyterLab with an empty workspace and wait for its menu bar and file browser."""
+    # `reset` starts from an empty workspace, so what an earlier test opened is not reopened.
+    page.goto(f"{lab.url}/lab?reset&token={lab.token}")
+    page.locator("#jp-MainMenu").get_by_text("File", exact=True).wait_for(timeout=UI_MS)
+    page.locator(".jp-DirListing-content").wait_for(state="attached", timeout=UI_MS)
+
+
+def _open_notebook(page: Page, lab: Lab, notebook: Path) -> None:
     """Open a notebook in JupyterLab and wait until its kernel is connected and idle."""
-    # `reset` starts from an empty workspace, so the notebook of an earlier test is not reopened.
-    page.goto(f"{lab['url']}/lab/tree/{notebook.as_posix()}?reset&token={lab['token']}")
+    page.goto(f"{lab.url}/lab/tree/{notebook.as_posix()}?reset&token={lab.token}")
     page.wait_for_function(KERNEL_IDLE_JS, timeout=KERNEL_START_MS)
+
+
+def _file_browser_names(page: Page) -> list[str]:
+    return page.locator(".jp-DirListing-item .jp-DirListing-itemName").all_inner_texts()
+
+
+def _menu_bar_labels(page: Page) -> list[str]:
+    return page.locator("#jp-MainMenu .lm-MenuBar-itemLabel").all_inner_texts()
+
+
+def _nbgrader_menu_labels(page: Page) -> list[str]:
+    """Open the Nbgrader menu and return the labels of the items it shows."""
+    page.locator("#jp-MainMenu").get_by_text("Nbgrader", exact=True).click()
+    menu = page.locator("#jp-mainmenu-nbgrader")
+    menu.wait_for(timeout=UI_MS)
+    # Items whose command no loaded plugin provides stay in the menu, hidden.
+    return menu.locator(".lm-Menu-itemLabel:visible").all_inner_texts()
+
+
+def _disabled_plugins(page: Page) -> list[str]:
+    """The plugins the server told this page to leave out (JupyterLab's page config)."""
+    config = page.locator("#jupyter-config-data").text_content()
+    return json.loads(config or "{}").get("disabledExtensions", [])
+
+
+def _assert_no_dialog_or_popup(page: Page, shot: Path) -> None:
+    dialogs = page.locator(".jp-Dialog").all_inner_texts()
+    assert dialogs == [], f"a dialog is open ({shot}): {dialogs}"
+    toasts = page.locator(".Toastify__toast").all_inner_texts()
+    assert toasts == [], f"a notification pops up ({shot}): {toasts}"
+
+
+def _assert_quiet_log(lab: Lab) -> None:
+    lines = lab.log.read_text().splitlines()
+    complaints = [line for line in lines if any(c in line for c in LOG_COMPLAINTS)]
+    assert complaints == [], f"the server log of {lab.root} complains:\n" + "\n".join(complaints)
 
 
 def _run_all_cells(page: Page) -> None:
@@ -262,8 +384,40 @@ def _prompts(page: Page) -> list[str]:
     return page.locator(".jp-NotebookPanel .jp-CodeCell .jp-InputPrompt").all_inner_texts()
 
 
-def test_release_notebook_stops_at_the_first_stub(page: Page, lab: dict, tmp_path: Path) -> None:
-    _open_notebook(page, lab, NOTEBOOKS["release"])
+# ------------------------------------------------------------------ learner mode (`make lab`)
+
+
+def test_learner_mode_shows_the_chapters_and_the_learner_tools_only(
+    page: Page, learner_lab: Lab, tmp_path: Path
+) -> None:
+    _open_lab(page, learner_lab)
+    chapters = sorted(p.name for p in learner_lab.root.iterdir() if p.name in CHAPTERS)
+    assert chapters and (learner_lab.root / "conftest.py").is_file()
+    page.locator(".jp-DirListing-item", has_text=chapters[-1]).wait_for(timeout=UI_MS)
+    assert sorted(_file_browser_names(page)) == chapters  # no conftest.py
+
+    _open_notebook(page, learner_lab, NOTEBOOK)
+    shot = _screenshot(page, tmp_path, "learner_mode")
+    # Learners validate before they submit ...
+    assert page.locator(".jp-NotebookPanel-toolbar .validate-button").is_visible()
+    # ... and meet no instructor tool: no Nbgrader menu (without an exchange it would hold
+    # only instructors' items), no "Create assignment" panel, no formgrader on the server.
+    assert "File" in _menu_bar_labels(page)
+    assert "Nbgrader" not in _menu_bar_labels(page), shot
+    assert page.locator(CREATE_ASSIGNMENT_TAB).count() == 0, shot
+    # The news question would pop up once the workspace is restored, long before the kernel
+    # is idle; its plugin is not even loaded.
+    assert ANNOUNCEMENTS_PLUGIN in _disabled_plugins(page)
+    _assert_no_dialog_or_popup(page, shot)
+    _assert_quiet_log(learner_lab)
+    for path in ("/formgrader", "/assignments", "/courses"):
+        assert learner_lab.status_of(path) == 404, f"{path} is served in learner mode"
+
+
+def test_release_notebook_stops_at_the_first_stub(
+    page: Page, learner_lab: Lab, tmp_path: Path
+) -> None:
+    _open_notebook(page, learner_lab, NOTEBOOK)
     _run_all_cells(page)
 
     errors = _error_texts(page)
@@ -276,8 +430,30 @@ def test_release_notebook_stops_at_the_first_stub(page: Page, lab: dict, tmp_pat
     assert any(prompt.strip() in ("[ ]:", "[ ]") for prompt in prompts), prompts
 
 
-def test_solution_notebook_runs_clean_with_figures(page: Page, lab: dict, tmp_path: Path) -> None:
-    _open_notebook(page, lab, NOTEBOOKS["solution"])
+# ------------------------------------------------------------------ instructor mode
+
+
+def test_instructor_mode_adds_the_instructor_tools(
+    page: Page, instructor_lab: Lab, tmp_path: Path
+) -> None:
+    _open_notebook(page, instructor_lab, Path("solutions") / NOTEBOOK)
+    assert page.locator(".jp-NotebookPanel-toolbar .validate-button").is_visible()
+    assert page.locator(CREATE_ASSIGNMENT_TAB).count() == 1
+    labels = _nbgrader_menu_labels(page)
+    shot = _screenshot(page, tmp_path, "instructor_menu")
+    for item in INSTRUCTOR_MENU_ITEMS:
+        assert item in labels, f"{item!r} missing from the Nbgrader menu ({shot}): {labels}"
+    # The Assignment List needs an exchange, which this server has none of.
+    assert "Assignment List" not in labels, shot
+    assert "Loading the formgrader nbgrader serverextension" in instructor_lab.log.read_text()
+    _assert_no_dialog_or_popup(page, shot)
+    _assert_quiet_log(instructor_lab)
+
+
+def test_solution_notebook_runs_clean_with_figures(
+    page: Page, instructor_lab: Lab, tmp_path: Path
+) -> None:
+    _open_notebook(page, instructor_lab, Path("solutions") / NOTEBOOK)
     _run_all_cells(page)
 
     images = page.locator(".jp-NotebookPanel .jp-OutputArea-output.jp-RenderedImage img")
@@ -297,15 +473,27 @@ def test_solution_notebook_runs_clean_with_figures(page: Page, lab: dict, tmp_pa
         assert images.nth(index).evaluate("img => img.complete && img.naturalWidth > 100")
 
 
-def test_nbgrader_extension_is_loaded(page: Page, lab: dict, tmp_path: Path) -> None:
-    _open_notebook(page, lab, NOTEBOOKS["release"])
-    # The notebook toolbar holds nbgrader's Validate button, which learners use before submitting.
-    assert page.locator(".jp-NotebookPanel-toolbar .validate-button").is_visible()
+# ------------------------------------------------------------------ a class with an exchange
 
-    page.locator("#jp-MainMenu").get_by_text("Nbgrader", exact=True).click()
-    menu = page.locator("#jp-mainmenu-nbgrader")
-    menu.wait_for()
-    _screenshot(page, tmp_path, "nbgrader_menu")
-    labels = menu.locator(".lm-Menu-itemLabel").all_inner_texts()
-    for item in NBGRADER_MENU_ITEMS:
-        assert item in labels, f"{item!r} missing from the Nbgrader menu: {labels}"
+
+def test_assignment_list_fetches_a_released_chapter(
+    page: Page, exchange_lab: Lab, tmp_path: Path
+) -> None:
+    _open_lab(page, exchange_lab)
+    labels = _nbgrader_menu_labels(page)
+    assert labels == ["Assignment List"], labels  # and no instructor tool
+    page.locator("#jp-mainmenu-nbgrader").get_by_text("Assignment List", exact=True).click()
+    released = page.locator("#released_assignments_list")
+    released.get_by_text(CHAPTER).wait_for(timeout=UI_MS)
+    shot = _screenshot(page, tmp_path, "assignment_list")
+    assert COURSE_ID in released.inner_text(), shot
+    assert "Error" not in page.locator(".nbgrader-mainarea-widget").inner_text(), shot
+
+    released.get_by_role("button", name="Fetch").click()
+    page.locator("#fetched_assignments_list").get_by_text(CHAPTER).first.wait_for(timeout=UI_MS)
+    _screenshot(page, tmp_path, "assignment_list_fetched")
+    # Into the folder the learner sees, not the server's working folder (its parent here).
+    assert (exchange_lab.root / NOTEBOOK).is_file()
+    assert not (exchange_lab.root.parent / CHAPTER).exists()
+    _assert_no_dialog_or_popup(page, shot)
+    _assert_quiet_log(exchange_lab)

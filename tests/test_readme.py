@@ -41,11 +41,12 @@ FENCE = re.compile(r"^\s*```(\S*)")
 LIST_ITEM = re.compile(r"^ {0,3}(?:[-*+]|\d+[.)])\s")
 SHELL_LANGUAGES = {"bash", "sh", "shell", "console"}
 TRAILING_COMMENT = re.compile(r"(?:^|\s+)#.*$")
-# Inline code is a command when it starts with a program and its arguments. A bare name such
-# as `make` or `python` names a tool; bare `pytest` and `torchrun` are what the prose tells the
-# reader to run.
+# Inline code is a command when it starts with a program and its arguments, possibly after
+# environment variables (`NAME=value program ...`). A bare name such as `make` or `python` names
+# a tool; bare `pytest` and `torchrun` are what the prose tells the reader to run.
 INLINE_COMMAND = re.compile(
-    r"^(?:(?:make|python|conda|pip|jupyter|nbgrader|\.venv/bin/\S+)\s+\S"
+    r"^(?:[A-Z][A-Z0-9_]*=\S*\s+)*"
+    r"(?:(?:make|python|conda|pip|jupyter|nbgrader|\.venv/bin/\S+)\s+\S"
     r"|(?:pytest|torchrun)\b|export AUTOGRADER_SECRET=)"
 )
 
@@ -111,13 +112,21 @@ GRADED_CLASS = ("tests/pipeline/test_bad_submissions.py::"
 # CI runs `.ci/run`, which is `make test`: a fresh checkout's install and the whole suite.
 CI_IS_MAKE_TEST = "tests/test_packaging.py::test_ci_runs_exactly_make_test"
 RELEASE = HERE + "test_release_regenerates_a_chapter_and_the_gradebook"
-BROWSER = "tests/test_browser.py::test_solution_notebook_runs_clean_with_figures"
+BROWSER = "tests/test_browser.py::"
+LEARNER_MODE = BROWSER + "test_learner_mode_shows_the_chapters_and_the_learner_tools_only"
+INSTRUCTOR_MODE = BROWSER + "test_instructor_mode_adds_the_instructor_tools"
+EXCHANGE_MODE = BROWSER + "test_assignment_list_fetches_a_released_chapter"
 PINS = "tests/test_packaging.py::test_environment_yml_matches_pyproject"
 
 COVERAGE: dict[str, tuple[str, ...]] = {
     # Quick start and set-up. The recipes are checked by a dry run here and the commands they
     # run are tested where they are listed (a server or a pip install cannot run in a test).
-    r"^make lab$": (MAKE_DRY_RUN, HERE + "test_notebook_dir_is_the_lab_root", BROWSER),
+    r"^make lab$": (MAKE_DRY_RUN, HERE + "test_notebook_dir_is_the_lab_root", LEARNER_MODE,
+                    BROWSER + "test_release_notebook_stops_at_the_first_stub"),
+    r"^make lab EXCHANGE=\S+$": (HERE + "test_make_lab_with_an_exchange_adds_its_layer",
+                                 EXCHANGE_MODE),
+    r"^make instructor$": (MAKE_DRY_RUN, INSTRUCTOR_MODE,
+                           BROWSER + "test_solution_notebook_runs_clean_with_figures"),
     r"^make test$": (MAKE_DRY_RUN, CI_IS_MAKE_TEST),
     r"^make install$": (MAKE_DRY_RUN, CI_IS_MAKE_TEST),
     r"^make release$": (MAKE_DRY_RUN, RELEASE),
@@ -227,8 +236,10 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     r"^conda env create -f environment\.yml$": (PINS,),
     r"^conda activate build-the-transformer$": (HERE + "test_conda_environment_name",),
     r"^pip install -e \. --no-deps$": (PINS, CI_IS_MAKE_TEST),
-    r"^jupyter lab --notebook-dir=notebooks$": (HERE + "test_notebook_dir_is_the_lab_root",
-                                                BROWSER),
+    # The browser test starts learner mode with the same JUPYTER_CONFIG_PATH (and a
+    # JUPYTER_CONFIG_DIR of its own, as `make lab` does).
+    r"^JUPYTER_CONFIG_PATH=\$PWD/autograder/learner/jupyter/learner jupyter lab "
+    r"--notebook-dir=notebooks$": (HERE + "test_notebook_dir_is_the_lab_root", LEARNER_MODE),
     # `pytest` from the root runs the configured test paths and never collects a notebook.
     r"^pytest$": ("tests/learner/test_selfcheck.py::test_the_test_suite_never_collects_notebooks",),
 }
@@ -259,7 +270,7 @@ def test_commands_are_found_in_every_form() -> None:
         "     goes on, indented more than four spaces after a line",
         "",
         "    continued inside the item, after a blank line",
-        "Started by `torchrun`.",
+        "Started by `torchrun`. Run `DIR=/tmp/x jupyter lab` but not `MULTI30K_DIR`.",
     ])
     assert readme_commands(text) == [
         "make lab",
@@ -268,6 +279,7 @@ def test_commands_are_found_in_every_form() -> None:
         "make demo",
         "python -m autograder export [-o grades.csv]",
         "torchrun",
+        "DIR=/tmp/x jupyter lab",
     ]
 
 
@@ -304,10 +316,23 @@ def test_coverage_has_no_stale_entries() -> None:
 # ---------------------------------------------------------------------------------------------
 # Set-up: make targets, JupyterLab, conda
 
+# JupyterLab's settings and workspaces, and the course's configuration layers (first wins).
+JUPYTER_STATE = ROOT / "build" / "jupyter"
+LAYERS = ROOT / "autograder" / "learner" / "jupyter"
+
+
+def jupyter_lab(layers: list[str], notebook_dir: str, exchange: str = "") -> str:
+    """The command line that starts JupyterLab with these configuration layers."""
+    path = ":".join(str(LAYERS / layer) for layer in layers)
+    return (f'JUPYTER_CONFIG_DIR="{JUPYTER_STATE}" TRANSFORMER_COURSE_EXCHANGE="{exchange}" '
+            f'JUPYTER_CONFIG_PATH="{path}" .venv/bin/jupyter lab --notebook-dir={notebook_dir}')
+
+
 # What each documented target runs after the install (paths relative to the repository root).
 MAKE_RECIPES = {
     "install": [],
-    "lab": [".venv/bin/jupyter lab --notebook-dir=notebooks"],
+    "lab": [jupyter_lab(["learner"], "notebooks")],
+    "instructor": [jupyter_lab(["instructor", "learner"], ".")],
     "test": [".venv/bin/ruff check .", ".venv/bin/python -m pytest -n 2"],
     "release": [".venv/bin/python -m autograder release"],
     "demo": [".venv/bin/python -m autograder demo --jobs 2 --out build/demo"],
@@ -339,6 +364,21 @@ def test_make_targets_run_the_documented_commands(target: str) -> None:
     assert lines[:2] == INSTALL
     for command in MAKE_RECIPES[target]:
         assert command in lines, f"`make {target}` no longer runs {command!r}:\n{result.stdout}"
+
+
+def test_make_lab_with_an_exchange_adds_its_layer() -> None:
+    """`make lab EXCHANGE=/srv/nbgrader/exchange` (and `make instructor EXCHANGE=...`) put the
+    exchange layer before the learner layer and hand the folder to its nbgrader_config.py."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    exchange = "/srv/nbgrader/exchange"
+    for target, layers, notebook_dir in (("lab", ["exchange", "learner"], "notebooks"),
+                                         ("instructor", ["instructor", "exchange", "learner"],
+                                          ".")):
+        result = subprocess.run(
+            ["make", "--no-print-directory", "-n", "-B", target, f"EXCHANGE={exchange}"],
+            cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+        assert result.returncode == 0, result.stderr
+        assert jupyter_lab(layers, notebook_dir, exchange) in result.stdout.splitlines()
 
 
 def test_notebook_dir_is_the_lab_root() -> None:

@@ -57,6 +57,14 @@ class Exercise:
         minutes: estimated time for a learner, in minutes.
         check: ``check(ctx, fn)``; raises :class:`CheckFailure` when ``fn`` is wrong.
         reference: ``"module:attribute"`` of the reference implementation.
+        allowed: the building blocks the learner's code may use while this exercise is
+            graded: ``"module:attribute"`` entries, or ``"module"`` for a whole module. Its
+            process holds these (under the names the chapter's setup cell gives them) and what
+            they import, nothing else of the course; none of it may reach ``reference``
+            (``tests/exercises/test_allow_lists.py`` proves it).
+        builders: ``"module:function"`` entries that build the models the checks hand to the
+            learner's code (decoding exercises): the learner's process builds them from the
+            weights the grader sends.
     """
 
     id: str
@@ -67,6 +75,18 @@ class Exercise:
     minutes: int
     check: CheckFunction
     reference: str
+    allowed: tuple[str, ...] = ()
+    builders: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The function's name in the exercise id (``"multi_head_attention"``)."""
+        return self.id.split(".", 1)[1]
+
+    @property
+    def defines(self) -> str:
+        """The name the solution defines: the reference's (``"MultiHeadAttention"``)."""
+        return self.reference.partition(":")[2]
 
     def load_reference(self) -> Callable[..., Any]:
         """Import and return the reference implementation."""
@@ -93,13 +113,18 @@ def register(
     difficulty: str,
     minutes: int,
     reference: str,
+    allowed: tuple[str, ...] = (),
+    builders: tuple[str, ...] = (),
 ) -> Callable[[CheckFunction], CheckFunction]:
     """Decorator that registers ``check(ctx, fn)`` as the check of ``exercise_id``.
 
+    ``allowed`` and ``builders``: see :class:`Exercise`.
+
     Raises:
         ValueError: malformed id, unknown chapter prefix, bad difficulty, non-positive points
-            or minutes, a reference that is not ``"module:attribute"``, or an id registered
-            twice by different functions.
+            or minutes, a reference that is not ``"module:attribute"``, an allowed entry or a
+            builder outside the course's packages, or an id registered twice by different
+            functions.
     """
     match = _ID_PATTERN.match(exercise_id)
     if not match or match.group(1) not in CHAPTERS:
@@ -111,6 +136,10 @@ def register(
         raise ValueError(f"points and minutes must be positive, got {points} and {minutes}")
     if reference.count(":") != 1:
         raise ValueError(f"reference must be 'module:attribute', got {reference!r}")
+    for entry in (*allowed, *builders):
+        if entry.split(".")[0] not in ("transformer_ref", "autograder") or entry.count(":") > 1:
+            raise ValueError(f"allowed entries and builders must be 'module:attribute' or "
+                             f"'module' of transformer_ref or autograder, got {entry!r}")
 
     def decorator(check: CheckFunction) -> CheckFunction:
         old = _REGISTRY.get(exercise_id)
@@ -120,6 +149,7 @@ def register(
         _REGISTRY[exercise_id] = Exercise(
             id=exercise_id, chapter=CHAPTERS[match.group(1)], title=title, points=points,
             difficulty=difficulty, minutes=minutes, check=check, reference=reference,
+            allowed=tuple(allowed), builders=tuple(builders),
         )
         return check
 
@@ -214,6 +244,32 @@ def grade_function(exercise_id: str, fn: Any, hidden: bool = False) -> CheckResu
     return CheckResult(True, f"{prefix}: all passed.")
 
 
+def _codes(value: Any) -> set[tuple[Any, ...]]:
+    """The code (bytecode, constants, names) of a function, or of the methods of a class."""
+    functions = [value]
+    if isinstance(value, type):
+        functions = [getattr(v, "__func__", v) for v in vars(value).values()]
+    return {(f.__code__.co_code, repr(f.__code__.co_consts), f.__code__.co_names)
+            for f in functions if hasattr(f, "__code__")}
+
+
+def _borrowed(fn: Any, reference: Any) -> str:
+    """How ``fn`` is the reference in disguise (``"a subclass of"``), or ``""``.
+
+    A courtesy to learners in their notebook, where the reference is importable: the grader
+    itself never relies on it, since the learner's process for an exercise cannot reach the
+    exercise's reference at all.
+    """
+    if fn is reference:
+        return "exactly"
+    if isinstance(fn, type) and isinstance(reference, type) and issubclass(fn, reference):
+        return "a subclass of"
+    mine = _codes(fn)
+    if mine and mine & _codes(reference) == _codes(reference):
+        return "a copy of"
+    return ""
+
+
 def check(exercise_id: str, fn: Any, hidden: bool = False) -> None:
     """Notebook test cells: print a success line, or raise AssertionError with the diagnosis.
 
@@ -221,6 +277,14 @@ def check(exercise_id: str, fn: Any, hidden: bool = False) -> None:
         AssertionError: the function failed a check (nbgrader then scores the cell 0).
         UnknownExerciseError: ``exercise_id`` is not registered.
     """
+    exercise = get_exercise(exercise_id)
+    borrowed = _borrowed(fn, exercise.load_reference())
+    if borrowed:
+        raise AssertionError(
+            f"{exercise.id}: you passed {borrowed} the course's own {exercise.defines} "
+            f"({exercise.reference.partition(':')[0]}). Write your own: when this exercise is "
+            f"graded, your code runs where the course's {exercise.defines} is not available, "
+            "so this scores 0.")
     result = grade_function(exercise_id, fn, hidden=hidden)
     if not result.passed:
         raise AssertionError(result.message)

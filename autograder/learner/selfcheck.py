@@ -16,10 +16,13 @@ disk is not changed).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import nbformat
+import zmq
+from traitlets.config import Config
 
 from autograder.notebook import cell_source, exercise_cells, strip_hidden_tests
 
@@ -33,7 +36,7 @@ class ExerciseOutcome:
 
     Attributes:
         exercise: the exercise id, e.g. ``"ch02.softmax"``.
-        cell: index of the test cell in the notebook.
+        cell: number of the test cell in the notebook (from 1, as JupyterLab counts).
         passed: True when the test cell ran without an error.
         message: the check's message (success line, or what failed and why).
     """
@@ -48,15 +51,19 @@ class ExerciseOutcome:
 class SelfCheckReport:
     """What a self-check found in one notebook.
 
+    Cells are numbered from 1, as JupyterLab counts them (markdown cells included).
+
     Attributes:
         notebook: the notebook file.
         outcomes: one :class:`ExerciseOutcome` per graded test cell, in notebook order.
-        cell_errors: ``(cell index, "Type: message")`` of the other cells that raised.
+        cell_errors: ``(cell number, "Type: message")`` of the other cells that raised.
+        cell_seconds: ``{cell number: seconds}``, how long each executed code cell ran.
     """
 
     notebook: Path
     outcomes: list[ExerciseOutcome] = field(default_factory=list)
     cell_errors: list[tuple[int, str]] = field(default_factory=list)
+    cell_seconds: dict[int, float] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -80,7 +87,7 @@ class SelfCheckReport:
                 out.append(f"        {item.message}")
         if self.cell_errors:
             out.append("  other cells that raised an error:")
-            out += [f"    cell {index}: {text}" for index, text in self.cell_errors]
+            out += [f"    cell {number}: {text}" for number, text in self.cell_errors]
         return out
 
 
@@ -116,6 +123,24 @@ def _stdout(outputs: list[Any]) -> str:
     return text.strip()
 
 
+def _seconds(cell: Any) -> float | None:
+    """How long a code cell ran, from the timestamps nbclient records in its metadata."""
+    times = cell.get("metadata", {}).get("execution", {})
+    if "iopub.execute_input" not in times or "shell.execute_reply" not in times:
+        return None
+    started, replied = (datetime.fromisoformat(times[key])
+                        for key in ("iopub.execute_input", "shell.execute_reply"))
+    return (replied - started).total_seconds()
+
+
+def _kernel_config() -> Config:
+    """Encrypted kernel transport (CurveZMQ) where pyzmq supports it, as in the course's
+    JupyterLab: over plain TCP, IPython's kernel prints a warning on every start."""
+    config = Config()
+    config.KernelManager.transport_encryption = "auto" if zmq.has("curve") else "disabled"
+    return config
+
+
 def run_selfcheck(path: str | Path, *, timeout: int = CELL_TIMEOUT,
                   kernel_name: str | None = None) -> SelfCheckReport:
     """Execute the notebook at ``path`` (visible checks only) and report every exercise.
@@ -141,7 +166,8 @@ def run_selfcheck(path: str | Path, *, timeout: int = CELL_TIMEOUT,
             cell.source = strip_hidden_tests(cell_source(cell))
     kernel = kernel_name or nb.metadata.get("kernelspec", {}).get("name") or "python3"
     client = NotebookClient(nb, timeout=timeout, interrupt_on_timeout=True, allow_errors=True,
-                            kernel_name=kernel, resources={"metadata": {"path": str(path.parent)}})
+                            kernel_name=kernel, resources={"metadata": {"path": str(path.parent)}},
+                            config=_kernel_config())
     stopped: str | None = None
     try:
         client.execute()
@@ -157,27 +183,30 @@ def _report(path: Path, nb: Any, stopped: str | None) -> SelfCheckReport:
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
+        if (seconds := _seconds(cell)) is not None:
+            report.cell_seconds[index + 1] = seconds
         error = _error_text(cell.get("outputs", []))
         if index in graded:
-            report.outcomes.append(_outcome(graded[index], index, cell, error, stopped, report))
+            report.outcomes.append(_outcome(graded[index], index + 1, cell, error, stopped,
+                                            report))
         elif error is not None:
-            report.cell_errors.append((index, f"{error[0]}: {error[1]}"))
+            report.cell_errors.append((index + 1, f"{error[0]}: {error[1]}"))
     return report
 
 
-def _outcome(exercise: str, index: int, cell: Any, error: tuple[str, str] | None,
+def _outcome(exercise: str, number: int, cell: Any, error: tuple[str, str] | None,
              stopped: str | None, report: SelfCheckReport) -> ExerciseOutcome:
     if cell.get("execution_count") is None and not cell.get("outputs"):
         reason = stopped or "the cell did not run"
-        return ExerciseOutcome(exercise, index, False, f"{exercise}: not checked: {reason}.")
+        return ExerciseOutcome(exercise, number, False, f"{exercise}: not checked: {reason}.")
     if error is None:
-        return ExerciseOutcome(exercise, index, True, _stdout(cell.outputs) or
+        return ExerciseOutcome(exercise, number, True, _stdout(cell.outputs) or
                                f"{exercise}: passed.")
     name, text = error
     if name == "AssertionError":
-        return ExerciseOutcome(exercise, index, False, text)
+        return ExerciseOutcome(exercise, number, False, text)
     message = f"{exercise}: the test cell raised {name}: {text}"
-    earlier = [f"cell {i}: {e}" for i, e in report.cell_errors if i < index]
+    earlier = [f"cell {n}: {e}" for n, e in report.cell_errors if n < number]
     if earlier:
         message += f" (an earlier cell failed first, {earlier[-1]})"
-    return ExerciseOutcome(exercise, index, False, message)
+    return ExerciseOutcome(exercise, number, False, message)

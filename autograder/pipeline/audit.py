@@ -184,17 +184,30 @@ def _is_outside_path(text: str) -> bool:
             or ".." in re.split(r"[/\\]", text))
 
 
+# Modules that gather the reference's parts under one name (see transformer_ref.modules).
+REFERENCE_GATHERINGS = ("transformer_ref", "transformer_ref.np_attention",
+                        "transformer_ref.np_layers", "transformer_ref.masks",
+                        "transformer_ref.decoding", "transformer_ref.modules")
+
+
 def _exercise_references(exercise_ids: Iterable[str]) -> set[str]:
-    """``"module.attribute"`` of the reference implementations of the exercises."""
+    """``"module.attribute"`` of the reference implementations of the exercises, under every
+    name the course exports them (the defining module and the modules that gather them)."""
+    import importlib
+
     from autograder.exercises.registry import UnknownExerciseError, get_exercise
 
     names: set[str] = set()
     for exercise_id in exercise_ids:
         try:
-            reference = get_exercise(exercise_id).reference
+            exercise = get_exercise(exercise_id)
         except UnknownExerciseError:
             continue
-        names.add(reference.replace(":", "."))
+        names.add(exercise.reference.replace(":", "."))
+        reference = exercise.load_reference()
+        for module in REFERENCE_GATHERINGS:
+            if getattr(importlib.import_module(module), exercise.defines, None) is reference:
+                names.add(f"{module}.{exercise.defines}")
     return names
 
 

@@ -39,7 +39,7 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
-from autograder.course import ROOT, SOURCE_DIRECTORY, Course
+from autograder.course import ROOT, Course
 from autograder.exercises.checking import DEVELOPMENT_SECRET, SECRET_ENV
 from autograder.exercises.registry import all_exercises
 from autograder.flags import Flag, read_flags, write_flags
@@ -50,7 +50,7 @@ from autograder.notebook import (
     nbgrader_metadata,
     strip_hidden_tests,
 )
-from autograder.sandbox.launcher import ExecutionResult, Limits
+from autograder.sandbox.launcher import ExecutionResult, Learner, Limits
 
 
 @dataclass(frozen=True)
@@ -222,10 +222,8 @@ def _execution_flags(result: ExecutionResult, graded: set[str]) -> list[Flag]:
 
 def grade_submission(task: Task) -> Outcome:
     """Grade one submission (the worker's job); never raises because of the submission."""
-    from nbgrader.utils import determine_grade
-
     from autograder.pipeline.restore import restore_test_cells
-    from autograder.pipeline.verify import verify_exercises
+    from autograder.pipeline.verify import kernel_course_folder, verify_exercises
     from autograder.sandbox.launcher import execute_notebook
 
     started = time.monotonic()
@@ -249,36 +247,26 @@ def grade_submission(task: Task) -> Outcome:
     if problem is not None:
         return done(placeholder(release_nb, problem), [Flag(code, None, problem)])
 
-    # The course folder and the solutions may lie outside the repository (tests, other hosts).
-    hidden = [task.course_dir, str(course.root / SOURCE_DIRECTORY)]
     restored, flags = restore_test_cells(nb, release_nb)
     flags = list(flags) + audit_flags(nb, release_nb)
     with_hidden_tests(restored, source_nb)
-    with tempfile.TemporaryDirectory(prefix=f"grade-{task.student}-") as workdir:
+    ids = exercise_ids(source_nb)
+    # One budget (deadline, memory, processes) for everything this learner's code runs.
+    with Learner(limits) as learner, tempfile.TemporaryDirectory(prefix="grade-") as files:
         for item in release_dir.iterdir():  # data files the chapter needs, from the release
             if item.is_file() and item.suffix != ".ipynb":
-                shutil.copy2(item, workdir)
-        result = execute_notebook(restored, workdir, limits,
+                shutil.copy2(item, files)
+        result = execute_notebook(restored, files, learner,
                                   secret=kernel_secret(task.student, chapter),
-                                  hide=hidden)
-    executed = result.notebook
-    ids = exercise_ids(source_nb)
-    flags += _execution_flags(result, set(ids))
-    statuses = {c.grade_id: c.status for c in result.cells if c.grade_id}
-    passed = []
-    for cell in graded_test_cells(executed):
-        status = statuses.get(grade_id(cell), "not_run")
-        if status in ("timeout", "kernel_died", "not_run") and not any(
-                o.output_type == "error" for o in cell.outputs):
-            fail_cell(cell, "CellNotCompleted", f"this test cell did not complete ({status}), "
-                                                "so it scores 0")
-        score, max_score = determine_grade(cell)
-        if score == max_score:
-            passed.append(cell)
-    # Verification confirms the kernel's passes; with none there is nothing to confirm (and a
-    # notebook that hangs would only hang again).
-    verified = verify_exercises(chapter, nb, limits, source_nb=source_nb,
-                                hide=hidden) if passed else {}
+                                  course=kernel_course_folder())
+        executed = result.notebook
+        flags += _execution_flags(result, set(ids))
+        passed = _kernel_passes(executed, result)
+        # Verification confirms the kernel's passes; with none there is nothing to confirm (and
+        # a notebook that hangs would only hang again).
+        verified = verify_exercises(chapter, nb, learner, source_nb=source_nb,
+                                    files=files) if passed else {}
+        flags += _budget_flags(learner, result)
     for check in verified.values():
         flags += list(check.flags)
     for cell in passed:
@@ -295,6 +283,41 @@ def grade_submission(task: Task) -> Outcome:
     flags += drop_unknown_grade_ids(executed, release_nb)
     strip_for_learners(executed)
     return done(executed, _unique(flags))
+
+
+def _kernel_passes(executed: NotebookNode, result: ExecutionResult) -> list[NotebookNode]:
+    """The graded cells the kernel passed; a graded cell the kernel never finished gets an
+    error output, so that it scores 0."""
+    from nbgrader.utils import determine_grade
+
+    statuses = {c.grade_id: c.status for c in result.cells if c.grade_id}
+    passed = []
+    for cell in graded_test_cells(executed):
+        status = statuses.get(grade_id(cell), "not_run")
+        if status in ("timeout", "kernel_died", "not_run") and not any(
+                o.output_type == "error" for o in cell.outputs):
+            fail_cell(cell, "CellNotCompleted", f"this test cell did not complete ({status}), "
+                                                "so it scores 0")
+        score, max_score = determine_grade(cell)
+        if score == max_score:
+            passed.append(cell)
+    return passed
+
+
+def _budget_flags(learner: Learner, result: ExecutionResult) -> list[Flag]:
+    """Flags for a learner whose code used up the learner's whole time or memory."""
+    limits = learner.limits
+    flags = []
+    if learner.remaining() <= 0:
+        flags.append(Flag("learner_timeout", None,
+                          f"grading this learner took the whole {limits.learner_timeout_s:g} s "
+                          "allowed for one learner (notebook and verification together); what "
+                          "was not checked by then scores 0"))
+    if result.memory_exceeded or learner.memory_exceeded():
+        flags.append(Flag("memory_limit", None,
+                          f"the learner's processes together went over {limits.memory_mb} MiB "
+                          "of memory and were stopped"))
+    return flags
 
 
 def _unique(flags: Iterable[Flag]) -> list[Flag]:

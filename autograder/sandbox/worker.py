@@ -1,138 +1,72 @@
 """The process side of the sandbox; run as a script (``python -I worker.py MODE SPEC``).
 
-It is started by :mod:`autograder.sandbox.launcher` (inside fresh namespaces when the machine
-allows). Apart from ``checks`` mode it imports only the standard library, NumPy and the wire
-format next to it (``wire.py``), so that code running here cannot reach the grader's registry
-or checks through ``sys.modules``. Modes:
+:mod:`autograder.sandbox.launcher` starts it inside bubblewrap, as root of the sandbox, where
+the file system holds only what the spec's run may see. It imports the standard library, NumPy
+and the two modules next to it (:mod:`wire`, :mod:`serve`), never the ``autograder`` package.
+Modes:
 
 ``notebook SPEC``
-    isolate the file system, then execute a notebook with nbclient; the kernel starts through
-    ``confine`` and so runs as an unprivileged user under resource limits. The result is
-    written to the result folder of the spec, which the kernel cannot write to.
+    copy the learner's files into the writable work folder, then execute a notebook with
+    nbclient; the kernel starts through ``confine`` and so runs as an unprivileged user under
+    resource limits. The result goes to the result folder, which the kernel cannot write to.
 ``confine SPEC -- ARGV...``
     drop privileges, set the resource limits and the environment, then exec ``ARGV``.
-``functions SPEC``
-    import the building blocks the spec names, isolate, confine, execute the learner's
-    solution cells, then answer call requests on its standard input/output (frames of
-    :mod:`autograder.sandbox.wire`).
-``checks SPEC``
-    for the PyTorch chapters: load the checks and the references first, then isolate,
-    confine, execute the solution cells, and run the registered checks of each exercise the
-    grader asks for, reporting reference use and tampering (see :func:`_run_checks`).
+``learner SPEC``
+    load the building blocks the exercise allows (and nothing else of the course), copy the
+    learner's files, drop privileges, run the solution cells, then answer the grader's
+    requests on standard input/output (:mod:`serve`, frames of :mod:`wire`).
 
-The spec is a JSON file written by the grader into a folder only root can write.
+The spec is a JSON file the grader wrote; learner code can read it, and nothing in it is
+secret (the kernel's own secret is derived from the grader's, see
+:func:`autograder.pipeline.grade.kernel_secret`).
 """
 
 from __future__ import annotations
 
 import ctypes
-import inspect
+import importlib
 import json
+import linecache
 import os
 import resource
 import shutil
 import signal
-import stat
 import sys
-import threading
 import traceback
 from typing import Any, BinaryIO
 
-import numpy as np
-
-# The wire format is shared with the grader. Imported through the package, it would bring
-# ``autograder`` (and with it the registry of checks) into this process; so it is imported
-# from this folder by its own name. Run with ``python -I``, this folder is not on the path:
-# it is there for this one import only.
+# The wire format and the request server are shared with the grader. Imported through the
+# package they would bring ``autograder`` (and with it the registry of checks) into this
+# process; so they are imported from this folder by their own names. Run with ``python -I``,
+# this folder is not on the path: it is there for these imports only.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
-from wire import decode, encode, read_frame, write_frame  # noqa: E402
+import serve  # noqa: E402
+import wire  # noqa: E402
 
 sys.path.remove(_HERE)
 
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC = 1, 2, 4, 4096, 16384
 PR_SET_NO_NEW_PRIVS = 38
-SANDBOX_TMP = "/tmp"
-SANDBOX_WORKDIR = "/tmp/work"
 # Output bytes each cell may still show after the notebook's output limit was reached.
 CELL_ALLOWANCE = 2000
 # Solution cells are compiled under this file name prefix, which tells their frames apart.
-LEARNER_FILE = "<cell "
+LEARNER_FILE = serve.LEARNER_FILE
 
 
-# ----------------------------------------------------------------------------- isolation
+# ----------------------------------------------------------------------------- confinement
 
 
-def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None,
-                  ctypes.c_ulong(flags), data.encode() if data else None) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"mount {source} on {target}: {os.strerror(errno)}")
-
-
-def _cover(path: str) -> None:
-    """Hide ``path``: an empty read-only tmpfs over a folder, /dev/null over a file."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=755")
-    elif os.path.exists(path):
-        _mount("/dev/null", path, None, MS_BIND, None)
-
-
-def _keep_reachable(path: str) -> None:
-    """Let an unprivileged user reach ``path`` (the Python installation) when one of its
-    ancestors is private (``/root`` is mode 700): cover that ancestor with a tmpfs that holds
-    only the one child on the way to ``path``, bound from the original."""
-    parts = os.path.realpath(path).strip("/").split("/")
-    for depth in range(len(parts) - 1):
-        ancestor = "/" + "/".join(parts[: depth + 1])
-        if os.stat(ancestor).st_mode & stat.S_IXOTH:
-            continue
-        child = parts[depth + 1]
-        fd = os.open(os.path.join(ancestor, child), os.O_RDONLY)
-        try:
-            _mount("tmpfs", ancestor, "tmpfs", MS_NOSUID | MS_NODEV, "size=4k,mode=755")
-            target = os.path.join(ancestor, child)
-            os.mkdir(target)
-            _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC, None)
-        finally:
-            os.close(fd)
-        return
-
-
-def isolate(spec: dict[str, Any]) -> None:
-    """Inside a new mount namespace: hide the spec's paths, give a fresh ``/tmp``,
-    ``/var/tmp`` and ``/dev/shm``, and bind the learner's folder to ``/tmp/work``."""
-    if not spec["namespaces"]:
-        os.chdir(spec["workdir"])
-        return
-    work_fd = os.open(spec["workdir"], os.O_RDONLY)
-    for path in spec["hide"]:
-        _cover(path)
-    for path in spec["reachable"]:
-        _keep_reachable(path)
-    fresh = (SANDBOX_TMP, "/var/tmp", "/dev/shm")
-    # The project or its Python may live under /tmp (a CI checkout, say): hold on to them so
-    # they can be bound back once the fresh /tmp hides the originals.
-    kept = {
-        real: os.open(real, os.O_RDONLY)
-        for real in sorted({os.path.realpath(path) for path in spec["reachable"]})
-        if any(real.startswith(folder + "/") for folder in fresh)
-    }
-    size = f"size={spec['tmp_mb']}m"
-    for path in fresh:
-        if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"{size},mode=1777")
-    for real, fd in kept.items():
-        if not os.path.isdir(real):  # already bound back inside a kept parent
-            os.makedirs(real, mode=0o755)
-            # MS_REC brings the covering mounts of hidden folders inside it along.
-            _mount(f"/proc/self/fd/{fd}", real, None, MS_BIND | MS_REC, None)
-        os.close(fd)
-    os.mkdir(SANDBOX_WORKDIR)
-    _mount(f"/proc/self/fd/{work_fd}", SANDBOX_WORKDIR, None, MS_BIND, None)
-    os.close(work_fd)
-    os.chdir(SANDBOX_WORKDIR)
+def prepare_workdir(spec: dict[str, Any]) -> None:
+    """Copy the learner's files into the writable work folder and give them to the run's user;
+    then make it the current folder."""
+    work, source, uid = spec["workdir"], spec.get("submission"), spec.get("uid")
+    if source:
+        shutil.copytree(source, work, symlinks=True, dirs_exist_ok=True)
+    if uid is not None and os.geteuid() == 0:
+        for folder, dirs, files in os.walk(work):
+            for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+                os.lchown(name, uid, uid)
+    os.chdir(work)
 
 
 def confine(spec: dict[str, Any]) -> None:
@@ -154,12 +88,16 @@ def confine(spec: dict[str, Any]) -> None:
     libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
+def _load_spec(path: str) -> dict[str, Any]:
+    with open(path) as f:
+        return json.load(f)
+
+
 # ----------------------------------------------------------------------------- notebook mode
 
 
 def _exec_confined(spec_path: str, argv: list[str]) -> None:
-    with open(spec_path) as f:
-        spec = json.load(f)
+    spec = _load_spec(spec_path)
     # The kernel reads its connection file after dropping privileges: hand it a copy it owns.
     if "-f" in argv:
         i = argv.index("-f") + 1
@@ -177,20 +115,12 @@ def _exec_confined(spec_path: str, argv: list[str]) -> None:
 
 
 def _run_notebook(spec_path: str) -> None:
-    with open(spec_path) as f:
-        spec = json.load(f)
+    spec = _load_spec(spec_path)
     result_fd = os.open(spec["result_dir"], os.O_RDONLY)
-    with open(spec_path, "rb") as f:
-        spec_bytes = f.read()
     with open(spec["notebook"]) as f:
         notebook_text = f.read()
-    isolate(spec)
-    # The kernel's wrapper reads the spec after /tmp was replaced: keep a root-only copy.
-    private_spec = os.path.join(spec["scratch"], ".sandbox-spec.json")
-    fd = os.open(private_spec, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(spec_bytes)
-    result = _execute(spec, private_spec, notebook_text)
+    prepare_workdir(spec)
+    result = _execute(spec, spec_path, notebook_text)
     fd = os.open("result.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=result_fd)
     with os.fdopen(fd, "w") as f:
         json.dump(result, f)
@@ -326,7 +256,7 @@ def _execute(spec: dict[str, Any], spec_path: str, notebook_text: str) -> dict[s
             "truncated": state["truncated"]}
 
 
-# ----------------------------------------------------------------------------- functions mode
+# ----------------------------------------------------------------------------- learner mode
 
 
 def _learner_on_stack() -> bool:
@@ -339,62 +269,73 @@ def _learner_on_stack() -> bool:
     return False
 
 
-class _Blocker:
-    """A meta-path finder that refuses the grader's packages and records who asked.
+class CourseImports:
+    """A meta-path finder for the course's own packages: the modules the exercise allows load
+    (from the course folder the grader prepared); any other is refused, and refusals that
+    learner code caused are recorded for the grader."""
 
-    With ``learner_only`` it refuses only imports that learner code started, so that the
-    grader's own checks (which run in the same process in ``checks`` mode) still import.
-    """
-
-    def __init__(self, blocked: list[str], learner_only: bool = False) -> None:
-        self.blocked = blocked
-        self.learner_only = learner_only
+    def __init__(self, roots: list[str], allowed: list[str]) -> None:
+        self.roots, self.allowed = set(roots), set(allowed)
         self.attempts: list[str] = []
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-        if name.split(".")[0] in self.blocked and (
-                not self.learner_only or _learner_on_stack()):
+        if name.split(".")[0] not in self.roots or name in self.allowed:
+            return None
+        if _learner_on_stack():
             self.attempts.append(name)
-            raise ModuleNotFoundError(f"No module named {name!r} (not available here)")
+        raise ModuleNotFoundError(f"No module named {name!r} (the course's own code is not "
+                                  "available while this exercise is graded)")
 
 
-def _provide_setup(spec: dict[str, Any]) -> dict[str, Any]:
-    """A namespace holding what the spec's setup gives: the imports of earlier building
-    blocks, and the helpers the course's own cells define."""
+class CourseModule:
+    """A course module as the setup cell names it (``ref``), holding only the building blocks
+    the exercise may use; any other attribute says why it is missing."""
+
+    def __init__(self, name: str, members: dict[str, Any]) -> None:
+        self.__dict__.update(members)
+        self.__dict__["_name"] = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        raise AttributeError(f"{self._name}.{attribute} is not available while this exercise is "
+                             "graded: it is not one of the course's building blocks that the "
+                             "exercise may use")
+
+
+def _provide(spec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The namespace the solution cells run in, and the model builders the grader may use.
+
+    The namespace holds what the source notebook's setup gives the exercise: third-party
+    imports, the allowed building blocks (``bindings``: ``[name, module, attribute]``, or
+    ``[name, {attribute: [module, attribute]}]`` for a module the setup imports under a name,
+    of which only the allowed attributes are given) and the course's helper definitions.
+    """
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
-    for statement in spec["imports"] + spec["definitions"]:
+    for statement in spec["imports"]:
         try:
             exec(compile(statement, "<setup>", "exec"), namespace)
         except Exception:  # a missing optional module is the learner's NameError later
             traceback.print_exc()
-    return namespace
-
-
-def _provide_building_blocks(spec: dict[str, Any]) -> dict[str, Any]:
-    namespace = _provide_setup(spec)
-    # The reference of the graded functions must not be reachable through a provided block's
-    # module globals, so drop those names from every loaded module of the reference package.
-    for name, module in list(sys.modules.items()):
-        if name.split(".")[0] in spec["blocked"]:
-            for attribute in spec["exercise_names"]:
-                module.__dict__.pop(attribute, None)
-            del sys.modules[name]
-    return namespace
-
-
-def _changed_arguments(before: list[Any], after: list[Any]) -> list[int]:
-    return [i for i, (old, new) in enumerate(zip(before, after, strict=True))
-            if isinstance(new, np.ndarray)
-            and not (old.shape == new.shape and np.array_equal(old, new, equal_nan=True))]
-
-
-def _error_reply(exc: BaseException) -> dict[str, Any]:
-    return {"error": type(exc).__name__, "message": str(exc)}
+    for name, *where in spec["bindings"]:
+        if isinstance(where[0], dict):
+            namespace[name] = CourseModule(name, {
+                attribute: getattr(importlib.import_module(module), real)
+                for attribute, (module, real) in where[0].items()})
+        elif where[1] is None:
+            namespace[name] = importlib.import_module(where[0])
+        else:
+            namespace[name] = getattr(importlib.import_module(where[0]), where[1])
+    for source in spec["definitions"]:
+        exec(compile(source, "<setup>", "exec"), namespace)
+    builders = {}
+    for builder in spec["builders"]:
+        module, _, attribute = builder.partition(":")
+        builders[builder] = getattr(importlib.import_module(module), attribute)
+    return namespace, builders
 
 
 def _run_cells(spec: dict[str, Any], namespace: dict[str, Any],
-               blocker: _Blocker) -> list[dict[str, Any]]:
-    """Execute the solution cells in ``namespace``; per cell its error and blocked imports.
+               finder: CourseImports) -> list[dict[str, Any]]:
+    """Execute the solution cells in ``namespace``; per cell its error and refused imports.
 
     A cell that runs past ``cell_timeout_s`` is interrupted with a TimeoutError, so that an
     endless loop costs that cell only (the grader's own deadline covers a loop that swallows
@@ -408,52 +349,22 @@ def _run_cells(spec: dict[str, Any], namespace: dict[str, Any],
     signal.signal(signal.SIGALRM, interrupt)
     cells = []
     for cell in spec["cells"]:
-        start = len(blocker.attempts)
+        start = len(finder.attempts)
         error = None
         try:
             signal.setitimer(signal.ITIMER_REAL, timeout)
-            exec(compile(cell["source"], f"{LEARNER_FILE}{cell['name']}>", "exec"), namespace)
+            filename = f"{LEARNER_FILE}{cell['name']}>"
+            # Error messages quote the learner's failing line: keep the cell's text at hand.
+            linecache.cache[filename] = (len(cell["source"]), None,
+                                         cell["source"].splitlines(True), filename)
+            exec(compile(cell["source"], filename, "exec"), namespace)
         except BaseException as exc:  # noqa: BLE001 - learner code may raise anything
-            error = _error_reply(exc)
+            error = serve.error_reply(exc)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
         cells.append({"name": cell["name"], "error": error,
-                      "blocked": blocker.attempts[start:]})
+                      "blocked": finder.attempts[start:]})
     return cells
-
-
-def _serve(spec: dict[str, Any], namespace: dict[str, Any], blocker: _Blocker,
-           inp: BinaryIO, out: BinaryIO) -> None:
-    write_frame(out, {"ready": True, "cells": _run_cells(spec, namespace, blocker)}, [])
-    while True:
-        frame = read_frame(inp)
-        if frame is None:
-            return
-        header, blobs = frame
-        start = len(blocker.attempts)
-        fn = namespace.get(header["name"])
-        args = decode(header["args"], blobs)
-        kwargs = decode(header["kwargs"], blobs)
-        if not callable(fn):
-            reply: dict[str, Any] = {"missing": True}
-            write_frame(out, reply, [])
-            continue
-        before = [a.copy() if isinstance(a, np.ndarray) else None for a in args]
-        reply_blobs: list[bytes] = []
-        try:
-            value = fn(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - reported to the grader, not raised
-            reply = _error_reply(exc)
-        else:
-            try:
-                reply = {"value": encode(value, reply_blobs)}
-            except TypeError as exc:
-                reply_blobs = []
-                reply = {"unsupported": str(exc)}
-            changed = _changed_arguments(before, list(args))
-            reply["changed"] = {str(i): encode(args[i], reply_blobs) for i in changed}
-        reply["blocked"] = blocker.attempts[start:]
-        write_frame(out, reply, reply_blobs)
 
 
 def _protocol_streams() -> tuple[BinaryIO, BinaryIO]:
@@ -466,198 +377,31 @@ def _protocol_streams() -> tuple[BinaryIO, BinaryIO]:
     return inp, out
 
 
-def _run_functions(spec_path: str) -> None:
-    with open(spec_path) as f:
-        spec = json.load(f)
-    inp, out = _protocol_streams()
-    namespace = _provide_building_blocks(spec)
-    blocker = _Blocker(spec["blocked"])
-    sys.meta_path.insert(0, blocker)
-    sys.path[:] = [p for p in sys.path if not any(p.startswith(h) for h in spec["hide"])]
-    isolate(spec)
-    confine(spec)
-    _serve(spec, namespace, blocker, inp, out)
-
-
-# ----------------------------------------------------------------------------- checks mode
-
-
-def _package_dirs(packages: list[str]) -> tuple[str, ...]:
-    folders = []
-    for name in packages:
-        module = sys.modules.get(name)
-        if module is not None and getattr(module, "__file__", None):
-            folders.append(os.path.dirname(os.path.abspath(module.__file__)) + os.sep)
-    return tuple(folders)
-
-
-def _codes_of(value: Any) -> set[Any]:
-    """Code objects of a reference: a function, or the methods a class defines.
-
-    Decorated functions are unwrapped: a decorator's wrapper (``torch.no_grad``'s, for one)
-    shares its code object with every function it decorates, so watching it would count calls
-    of allowed building blocks as calls of the reference.
-    """
-    functions = [value]
+def _kind(value: Any) -> str:
     if isinstance(value, type):
-        functions = [f for attribute in vars(value).values()
-                     for f in (attribute, getattr(attribute, "__func__", None),
-                               getattr(attribute, "fget", None))]
-    unwrapped = [inspect.unwrap(f) for f in functions if callable(f)]
-    return {f.__code__ for f in unwrapped if hasattr(f, "__code__")}
+        return "class"
+    return "function" if callable(value) else "value"
 
 
-class _ReferenceGuard:
-    """Records every call that learner code makes to the reference of an exercise.
-
-    A global trace function (it sees each new Python frame, never lines) looks at calls of
-    the ``watched`` code objects (``code -> exercise id``): when the nearest caller that is
-    either learner code or the course's code is learner code, the call is recorded under that
-    exercise. Calls made by the grader's checks are not, nor calls of what the checks hand to
-    the learner's code (a model to decode with). A chapter may let one exercise build on the
-    reference of another (an encoder layer on the reference attention): only calls of an
-    exercise's own reference cost that exercise its credit.
-    """
-
-    def __init__(self, package_dirs: tuple[str, ...], watched: dict[Any, str]) -> None:
-        self.package_dirs, self.watched = package_dirs, watched
-        self.calls: list[tuple[str, str]] = []
-
-    def __call__(self, frame: Any, event: str, arg: Any) -> None:
-        code = frame.f_code
-        if event != "call" or code not in self.watched:
-            return None
-        caller = frame.f_back
-        while caller is not None:
-            filename = caller.f_code.co_filename
-            if filename.startswith(LEARNER_FILE):
-                where = f"{code.co_qualname} ({os.path.basename(code.co_filename)})"
-                self.calls.append((self.watched[code], where))
-                break
-            if filename.startswith(self.package_dirs):
-                break
-            caller = caller.f_back
-        return None
-
-    def install(self) -> None:
-        threading.settrace(self)
-        sys.settrace(self)
-
-    def active(self) -> bool:
-        return sys.gettrace() is self
-
-
-def _snapshot(modules: list[Any]) -> dict[str, Any]:
-    """Every callable attribute of ``modules`` (modules or classes), by qualified name."""
-    table = {}
-    for owner in modules:
-        prefix = getattr(owner, "__name__", repr(owner))
-        for name, value in list(vars(owner).items()):
-            if callable(value):
-                table[f"{prefix}.{name}"] = value
-    return table
-
-
-def _changed(before: dict[str, Any], modules: list[Any]) -> list[str]:
-    """Names in ``before`` now bound to another object or gone (new names are allowed: some
-    modules add attributes lazily)."""
-    after = _snapshot(modules)
-    return sorted(k for k, v in before.items() if after.get(k) is not v)
-
-
-def _grader_modules(spec: dict[str, Any]) -> list[Any]:
-    """What the checks rely on and learner code must leave alone."""
-    import builtins
-    import math
-
-    import numpy.linalg
-    import numpy.testing
-    import torch
-    import torch.nn.functional
-
-    owners: list[Any] = [builtins, math, np, numpy.linalg, numpy.testing, torch, torch.nn,
-                         torch.nn.functional, torch.Tensor, torch.nn.Module, sys]
-    owners += [m for name, m in sorted(sys.modules.items())
-               if name.split(".")[0] in spec["blocked"] and m is not None]
-    return owners
-
-
-def _load_checks(spec: dict[str, Any]) -> tuple[Any, dict[str, str], list[Any]]:
-    """Import the checks, the references and every module they import lazily, before any
-    learner code runs (the packages' folders are hidden afterwards)."""
-    import importlib
-    import pkgutil
-
-    import torch
-
-    torch.set_num_threads(1)
-    from autograder.exercises.registry import get_exercise, grade_function
-
-    for package in spec["preload"]:
-        module = importlib.import_module(package)
-        for info in pkgutil.iter_modules(module.__path__, f"{package}."):
-            if info.name.rsplit(".", 1)[1] not in spec["skip_preload"]:
-                importlib.import_module(info.name)
-    names = dict(zip(spec["exercise_ids"], spec["exercise_names"], strict=True))
-    references = [get_exercise(exercise_id).load_reference() for exercise_id in names]
-    return grade_function, names, references
-
-
-def _run_checks(spec_path: str) -> None:
-    """Mode ``checks``: run the registered checks here, on the learner's solution cells.
-
-    For PyTorch exercises, whose checks need live modules, this process holds the grader's
-    checks and the learner's code at once; what keeps it honest is that the checks and the
-    references load first, that learner imports of the course's packages fail and are
-    recorded, that learner calls into them are traced, and that any change to the functions
-    the checks rely on (NumPy, torch, builtins, the course's modules) is reported.
-    """
-    with open(spec_path) as f:
-        spec = json.load(f)
+def _run_learner(spec_path: str) -> None:
+    """Mode ``learner``: load the allowed blocks, confine, run the solution cells, serve."""
+    spec = _load_spec(spec_path)
     inp, out = _protocol_streams()
-    grade_function, names, references = _load_checks(spec)
-    namespace = _provide_setup(spec)
-    package_dirs = _package_dirs(spec["blocked"])
-    watched = {code: exercise_id for exercise_id, reference in zip(names, references,
-                                                                     strict=True)
-               for code in _codes_of(reference)}
-    owners = _grader_modules(spec)
-    before = _snapshot(owners)
-    blocker = _Blocker(spec["blocked"], learner_only=True)
-    sys.meta_path.insert(0, blocker)
-    guard = _ReferenceGuard(package_dirs, watched)
-    isolate(spec)
+    sys.path.insert(0, spec["course_dir"])
+    finder = CourseImports(spec["course_roots"], spec["allowed_modules"])
+    sys.meta_path.insert(0, finder)
+    if spec["torch"]:
+        import torch
+
+        torch.set_num_threads(1)
+    namespace, builders = _provide(spec)
+    prepare_workdir(spec)
     confine(spec)
-    guard.install()
-    cells = _run_cells(spec, namespace, blocker)
-    write_frame(out, {"ready": True, "cells": cells}, [])
-    while (frame := read_frame(inp)) is not None:
-        exercise_id = frame[0]["check"]
-        start_blocked = len(blocker.attempts)
-        fn = namespace.get(names[exercise_id])
-        reply: dict[str, Any] = {"missing": fn is None, "name": names[exercise_id]}
-        if fn is not None:
-            result = grade_function(exercise_id, fn, hidden=True)
-            reply.update(passed=result.passed, message=result.message,
-                         own=_is_own(fn, package_dirs))
-        reply.update(blocked=blocker.attempts[start_blocked:],
-                     reference_calls=sorted({where for owner, where in guard.calls
-                                             if owner == exercise_id}),
-                     tampered=_changed(before, owners), traced=guard.active())
-        write_frame(out, reply, [])
-
-
-def _is_own(fn: Any, package_dirs: tuple[str, ...]) -> bool:
-    """Whether ``fn`` (a function or a class) comes from the solution cells, not from the
-    course's packages (a reference class, or a class built on one)."""
-    for klass in (fn.__mro__ if isinstance(fn, type) else (fn,)):
-        code = getattr(klass, "__code__", None)
-        name = getattr(klass, "__module__", None) or "__main__"  # cells run as __main__
-        path = "" if name == "__main__" else getattr(sys.modules.get(name), "__file__", "")
-        if (code is not None and code.co_filename.startswith(package_dirs)) or (
-                path.startswith(package_dirs)):
-            return False
-    return True
+    cells = _run_cells(spec, namespace, finder)
+    names = {name: _kind(namespace[name]) for name in spec["exercise_names"]
+             if name in namespace}
+    wire.write_frame(out, {"ready": True, "cells": cells, "names": names}, [])
+    serve.Server(namespace, finder.attempts, builders).serve(inp, out)
 
 
 def main(argv: list[str]) -> int:
@@ -666,13 +410,10 @@ def main(argv: list[str]) -> int:
         _run_notebook(spec_path)
     elif mode == "confine":
         _exec_confined(spec_path, argv[3:])
-    elif mode == "functions":
-        _run_functions(spec_path)
-    elif mode == "checks":
-        _run_checks(spec_path)
+    elif mode == "learner":
+        _run_learner(spec_path)
     else:
-        raise ValueError(f"unknown mode {mode!r}; expected notebook, confine, functions or "
-                         "checks")
+        raise ValueError(f"unknown mode {mode!r}; expected notebook, confine or learner")
     return 0
 
 

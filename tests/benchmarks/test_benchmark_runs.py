@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import re
 from pathlib import Path
 
+import nbformat
 import pytest
 import torch
 
@@ -115,6 +117,20 @@ def test_status_names_the_first_error(notebook_times):
     assert notebook_times.status_of(passing) == "ok"
 
 
+def test_busy_processes_spin_only_inside_the_block(notebook_times):
+    with notebook_times.busy_processes(2):
+        spinning = multiprocessing.active_children()
+        assert len(spinning) == 2 and all(process.is_alive() for process in spinning)
+    assert not any(process.is_alive() for process in spinning)
+
+
+def test_slowest_cell_leaves_out_the_imports(notebook_times):
+    report = SelfCheckReport(Path("ch.ipynb"), cell_seconds={2: 4.0, 4: 0.1, 7: 0.3, 9: 0.2})
+    assert notebook_times.slowest_cell(report) == (7, 0.3)
+    assert notebook_times.slowest_cell(SelfCheckReport(Path("ch.ipynb"),
+                                                       cell_seconds={2: 4.0})) is None
+
+
 @pytest.mark.slow
 def test_chapter_one_fast_mode_is_timed_and_the_repository_untouched(
     notebook_times, capsys, tmp_path
@@ -126,10 +142,18 @@ def test_chapter_one_fast_mode_is_timed_and_the_repository_untouched(
                                   "--json", str(saved)])
     out = capsys.readouterr().out
     assert status == 0, out
-    assert re.search(r"^chapter\s+fast s\s+full s\s+status$", out, re.M), out
-    assert re.search(r"^ch01_positional_encoding\s+\d+\.\d\s+-\s+ok$", out, re.M), out
+    assert re.search(r"^chapter\s+fast s\s+full s\s+slowest cell, fast\s+slowest cell, full"
+                     r"\s+status$", out, re.M), out
+    assert re.search(r"^ch01_positional_encoding\s+\d+\.\d\s+-\s+cell \d+: \d+\.\d\d s\s+-"
+                     r"\s+ok$", out, re.M), out
     times = json.loads(saved.read_text())
     assert list(times) == ["ch01_positional_encoding"]
     assert list(times["ch01_positional_encoding"]) == ["fast"]
-    assert times["ch01_positional_encoding"]["fast"]["seconds"] > 0
+    run = times["ch01_positional_encoding"]["fast"]
+    assert run["seconds"] > run["imports_seconds"] > 0
+    # The slowest cell after the imports is a code cell of the notebook, numbered from 1.
+    nb = nbformat.read(chapter / "ch01_positional_encoding.ipynb", as_version=4)
+    code = [i + 1 for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+    number, seconds = run["slowest_cell"]
+    assert number in code[1:] and 0 <= seconds < run["seconds"]
     assert {p: p.stat().st_mtime_ns for p in chapter.rglob("*")} == before

@@ -147,12 +147,32 @@ def test_unknown_id_lists_the_valid_ids():
 
 
 def test_check_prints_on_success_and_asserts_on_failure(capsys):
-    check("ch02.causal_mask", get_exercise("ch02.causal_mask").load_reference())
+    reference = get_exercise("ch02.causal_mask").load_reference()
+    check("ch02.causal_mask", lambda n: reference(n))
     assert "ch02.causal_mask" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="inverted"):
         check("ch02.causal_mask", lambda n: ~np.tril(np.ones((n, n), dtype=bool)))
     with pytest.raises(AssertionError, match="NotImplementedError"):
         check("ch02.causal_mask", _stub, hidden=True)
+
+
+def test_check_tells_a_learner_who_passes_the_course_s_own_answer():
+    """In the notebook the reference is importable; the check says at once that it scores 0
+    when graded, instead of a pass that grading takes back."""
+    import types
+
+    import transformer_ref.modules as ref
+    from transformer_ref.np_attention import softmax
+
+    class Disguised(ref.MultiHeadAttention):
+        pass
+
+    clone = types.FunctionType(softmax.__code__, softmax.__globals__, "my_softmax")
+    for exercise, fn, how in (("ch07.multi_head_attention", ref.MultiHeadAttention, "exactly"),
+                              ("ch07.multi_head_attention", Disguised, "a subclass of"),
+                              ("ch02.softmax", clone, "a copy of")):
+        with pytest.raises(AssertionError, match=f"you passed {how} the course's own .* scores 0"):
+            check(exercise, fn)
 
 
 def _recorded_inputs(exercise_id: str) -> list:

@@ -114,6 +114,23 @@ def test_the_test_suite_never_collects_notebooks(tmp_path) -> None:
         assert "1 test collected" in out and ".ipynb" not in out, out
 
 
+@pytest.mark.slow
+def test_command_numbers_cells_as_jupyterlab_and_prints_no_kernel_warning(tmp_path) -> None:
+    """A failing cell is named by the number JupyterLab shows (from 1, markdown cells counted),
+    and the kernel says nothing on stderr (over plain TCP it warns on every start)."""
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# My notes"),
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("x / 0"),
+    ])
+    path = tmp_path / "notes.ipynb"
+    nbformat.write(nb, path)
+    result = subprocess.run([sys.executable, "-m", "autograder", "selfcheck", str(path)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert "cell 3: ZeroDivisionError: division by zero" in result.stdout, result.stdout
+    assert result.stderr == "", result.stderr
+
+
 def test_hidden_regions_are_stripped() -> None:
     source = ('from autograder import check\ncheck("ch02.softmax", softmax)\n'
               '### BEGIN HIDDEN TESTS\ncheck("ch02.softmax", softmax, hidden=True)\n'

@@ -13,6 +13,14 @@ from autograder.exercises.checks.ch02 import attention_hints, call_with_mask, ch
 from autograder.exercises.registry import register
 from transformer_ref.np_attention import scaled_dot_product_attention as reference_attention
 
+# The course's building blocks the chapter's setup cell gives the learner's code; while an
+# exercise of this chapter is graded, its process holds these and nothing else of the course.
+BUILDING_BLOCKS = (
+    "transformer_ref.np_scaled_attention:causal_mask",
+    "transformer_ref.np_scaled_attention:scaled_dot_product_attention",
+    "transformer_ref.np_positional:positional_encoding",
+)
+
 
 def _head_hints(
     x_q: np.ndarray,
@@ -52,7 +60,8 @@ def _head_hints(
     points=2,
     difficulty="medium",
     minutes=15,
-    reference="transformer_ref.np_attention:attention_head",
+    reference="transformer_ref.np_attention_head:attention_head",
+    allowed=BUILDING_BLOCKS,
 )
 def check_attention_head(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Float32 cross-attention with ``n_q != n_k`` and ``d_k == d_v`` (to tell keys from

@@ -21,6 +21,14 @@ from autograder.exercises.checks.ch02 import attention_hints, call_with_mask, ch
 from autograder.exercises.registry import register
 from transformer_ref.np_attention import causal_mask, split_heads
 
+# The course's building blocks the chapter's setup cell gives the learner's code; while an
+# exercise of this chapter is graded, its process holds these and nothing else of the course.
+BUILDING_BLOCKS = (
+    "transformer_ref.np_attention_head:attention_head",
+    "transformer_ref.np_scaled_attention:causal_mask",
+    "transformer_ref.np_scaled_attention:scaled_dot_product_attention",
+)
+
 
 def draw(rng: np.random.Generator, shape: tuple[int, ...], dtype: type = np.float64,
          scale: float = 1.0) -> np.ndarray:
@@ -67,7 +75,8 @@ def _split_hints(x: np.ndarray, num_heads: int) -> list[Hint]:
     points=2,
     difficulty="easy",
     minutes=10,
-    reference="transformer_ref.np_attention:split_heads",
+    reference="transformer_ref.np_heads:split_heads",
+    allowed=BUILDING_BLOCKS,
 )
 def check_split_heads(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Two batch axes, none (float32) and one; the dtype is kept; ``d_model`` not divisible by
@@ -107,7 +116,8 @@ def _merge_hints(x: np.ndarray) -> list[Hint]:
     points=2,
     difficulty="easy",
     minutes=10,
-    reference="transformer_ref.np_attention:merge_heads",
+    reference="transformer_ref.np_heads:merge_heads",
+    allowed=BUILDING_BLOCKS,
 )
 def check_merge_heads(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Two batch axes, none (float32) and one; the dtype is kept; and
@@ -207,7 +217,8 @@ def _mha_cases(rng: np.random.Generator) -> list[tuple[str, tuple[Any, ...]]]:
     points=5,
     difficulty="hard",
     minutes=30,
-    reference="transformer_ref.np_attention:multi_head_attention",
+    reference="transformer_ref.np_heads:multi_head_attention",
+    allowed=BUILDING_BLOCKS,
 )
 def check_multi_head_attention(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Self- and cross-attention (``n_q != n_k``), a padding mask that differs between the

@@ -22,6 +22,13 @@ QUIET_STD = 1e-3
 """Standard deviation of the low-variance rows: var = 1e-6 is well below the default eps."""
 
 
+# The course's building blocks the chapter's setup cell gives the learner's code; while an
+# exercise of this chapter is graded, its process holds these and nothing else of the course.
+BUILDING_BLOCKS = (
+    "transformer_ref.np_heads:multi_head_attention",
+)
+
+
 def with_quiet_rows(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
     """A copy of ``x`` in which about a third of the rows (at least one) vary only by
     ``QUIET_STD`` around a constant, so that where ``eps`` is added matters."""
@@ -99,7 +106,8 @@ def _layer_norm_hints(x: np.ndarray, gamma: Any, beta: Any, eps: float) -> list[
     points=3,
     difficulty="medium",
     minutes=15,
-    reference="transformer_ref.np_layers:layer_norm",
+    reference="transformer_ref.np_sublayers:layer_norm",
+    allowed=BUILDING_BLOCKS,
 )
 def check_layer_norm(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Rows with a tiny variance in every case (eps placement); two batch axes without gamma
@@ -148,7 +156,8 @@ def _ffn_hints(*args: np.ndarray) -> list[Hint]:
     points=2,
     difficulty="easy",
     minutes=10,
-    reference="transformer_ref.np_layers:feed_forward",
+    reference="transformer_ref.np_sublayers:feed_forward",
+    allowed=BUILDING_BLOCKS,
 )
 def check_feed_forward(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Pre-activations and outputs of both signs, ``d_ff != d_model``, two, one and three
@@ -197,7 +206,8 @@ def _add_and_norm_hints(
     points=2,
     difficulty="easy",
     minutes=10,
-    reference="transformer_ref.np_layers:add_and_norm",
+    reference="transformer_ref.np_sublayers:add_and_norm",
+    allowed=BUILDING_BLOCKS,
 )
 def check_add_and_norm(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Sums ``x + sublayer_out`` with some nearly constant rows, gamma and beta, float64 and

@@ -22,6 +22,16 @@ from transformer_ref.np_attention import multi_head_attention
 from transformer_ref.np_layers import encoder_block, feed_forward, layer_norm
 from transformer_ref.np_positional import positional_encoding
 
+# The course's building blocks the chapter's setup cell gives the learner's code; while an
+# exercise of this chapter is graded, its process holds these and nothing else of the course.
+BUILDING_BLOCKS = (
+    "transformer_ref.np_heads:multi_head_attention",
+    "transformer_ref.np_scaled_attention:padding_mask",
+    "transformer_ref.np_sublayers:add_and_norm",
+    "transformer_ref.np_sublayers:feed_forward",
+    "transformer_ref.np_positional:positional_encoding",
+)
+
 
 def block_params(rng: np.random.Generator, d_model: int, d_ff: int, dtype: type) -> dict:
     """Random parameters of one encoder block, with the keys of the course's params dict."""
@@ -95,7 +105,8 @@ def _block_hints(x: np.ndarray, p: dict[str, Any], num_heads: int, mask: Any) ->
     points=4,
     difficulty="medium",
     minutes=20,
-    reference="transformer_ref.np_layers:encoder_block",
+    reference="transformer_ref.np_encoder:encoder_block",
+    allowed=BUILDING_BLOCKS,
 )
 def check_encoder_block(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """A padding mask that differs between sequences, in float64 with one batch axis and in
@@ -157,7 +168,8 @@ def _encoder_hints(
     points=4,
     difficulty="medium",
     minutes=20,
-    reference="transformer_ref.np_layers:encoder",
+    reference="transformer_ref.np_encoder:encoder",
+    allowed=BUILDING_BLOCKS,
 )
 def check_encoder(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Two or three layers with their own parameters; a padding mask with one batch axis in

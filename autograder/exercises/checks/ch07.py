@@ -40,6 +40,24 @@ if TYPE_CHECKING:
     from torch import Tensor, nn
 
 
+# The NumPy building blocks of earlier chapters that the setup cell gives the learner's code;
+# while an exercise of this chapter is graded, its process holds these and nothing else of the
+# course.
+NUMPY_BLOCKS = (
+    "transformer_ref.np_heads:multi_head_attention",
+    "transformer_ref.np_encoder:encoder_block",
+    "transformer_ref.np_sublayers:feed_forward",
+    "transformer_ref.np_positional:positional_encoding",
+)
+# The encoder layer (exercise 7.4) may also build on the course's attention and feed-forward
+# modules (``ref.MultiHeadAttention``, ``ref.PositionwiseFeedForward``), so it is graded in a
+# process of its own, apart from exercises 7.1 and 7.2 whose answers those are.
+MODULE_BLOCKS = (
+    "transformer_ref.attention:MultiHeadAttention",
+    "transformer_ref.sublayers:PositionwiseFeedForward",
+)
+
+
 def _dropout(rng: np.random.Generator) -> float:
     """A dropout probability the module must ignore in eval mode (rounded: readable messages)."""
     return round(float(rng.uniform(0.1, 0.3)), 3)
@@ -139,7 +157,8 @@ def _compare_attention(
     points=4,
     difficulty="hard",
     minutes=30,
-    reference="transformer_ref.modules:MultiHeadAttention",
+    reference="transformer_ref.attention:MultiHeadAttention",
+    allowed=NUMPY_BLOCKS,
 )
 def check_multi_head_attention(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``MultiHeadAttention(d_model, h, dropout)`` with parameters ``w_q, w_k, w_v, w_o``:
@@ -193,7 +212,8 @@ def _ffn_hints(ffn: nn.Module, x: Tensor) -> list[Hint]:
     points=2,
     difficulty="easy",
     minutes=10,
-    reference="transformer_ref.modules:PositionwiseFeedForward",
+    reference="transformer_ref.sublayers:PositionwiseFeedForward",
+    allowed=NUMPY_BLOCKS,
 )
 def check_positionwise_feed_forward(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``PositionwiseFeedForward(d_model, d_ff, dropout)`` with parameters ``w_1, w_2``:
@@ -240,7 +260,8 @@ def _positional_hints(x: Tensor) -> list[Hint]:
     points=2,
     difficulty="medium",
     minutes=15,
-    reference="transformer_ref.modules:PositionalEncoding",
+    reference="transformer_ref.positional:PositionalEncoding",
+    allowed=NUMPY_BLOCKS,
 )
 def check_positional_encoding(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``PositionalEncoding(d_model, dropout, max_len)`` holding the table as a buffer named
@@ -290,7 +311,8 @@ def _encoder_hints(layer: nn.Module, x: Tensor, mask: Tensor | None) -> list[Hin
     points=3,
     difficulty="medium",
     minutes=20,
-    reference="transformer_ref.modules:EncoderLayer",
+    reference="transformer_ref.encoder:EncoderLayer",
+    allowed=NUMPY_BLOCKS + MODULE_BLOCKS,
 )
 def check_encoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``EncoderLayer(d_model, h, d_ff, dropout)`` with sub-modules ``self_attn,

@@ -43,6 +43,29 @@ if TYPE_CHECKING:
     from torch import Tensor, nn
 
 
+# The course's building blocks the chapter's setup cell gives the learner's code; while an
+# exercise of this chapter is graded, its process holds these and nothing else of the course.
+BUILDING_BLOCKS = (
+    "transformer_ref.basic_masks:make_src_mask",
+    "transformer_ref.basic_masks:subsequent_mask",
+    "transformer_ref.attention:MultiHeadAttention",
+    "transformer_ref.attention:store_attention",
+    "transformer_ref.sublayers:PositionwiseFeedForward",
+    "transformer_ref.sublayers:residual",
+    "transformer_ref.positional:PositionalEncoding",
+    "transformer_ref.generator:Generator",
+    "transformer_ref.encoder:Encoder",
+    "transformer_ref.np_positional:positional_encoding",
+    "transformer_ref.vocab",
+)
+# make_model may also assemble the course's decoder stack and encoder-decoder, so it is graded
+# in a process of its own, apart from the decoder layer whose answer that stack holds.
+MODEL_BLOCKS = (
+    "transformer_ref.decoder:Decoder",
+    "transformer_ref.encoder_decoder:EncoderDecoder",
+)
+
+
 def _dropout(rng: np.random.Generator) -> float:
     """A dropout probability away from 0.1 (rounded: readable messages)."""
     return round(float(rng.uniform(0.15, 0.3)), 3)
@@ -116,7 +139,8 @@ def _shift_hints(tgt: Tensor, bos_id: int, default_bos: int) -> list[Hint]:
     points=1,
     difficulty="easy",
     minutes=5,
-    reference="transformer_ref.masks:shift_right",
+    reference="transformer_ref.targets:shift_right",
+    allowed=BUILDING_BLOCKS,
 )
 def check_shift_right(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Padded batches with the default BOS id and with another one; the result must be a
@@ -176,7 +200,8 @@ def _mask_hints(tgt_in: Tensor, pad_id: int) -> list[Hint]:
     points=2,
     difficulty="easy",
     minutes=10,
-    reference="transformer_ref.masks:make_tgt_mask",
+    reference="transformer_ref.targets:make_tgt_mask",
+    allowed=BUILDING_BLOCKS,
 )
 def check_make_tgt_mask(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Shifted, padded batches (BOS first, sequences of different lengths) with padding id 0,
@@ -234,7 +259,8 @@ def _embedding_hints(reference: nn.Module, ids: Tensor) -> list[Hint]:
     points=1,
     difficulty="easy",
     minutes=5,
-    reference="transformer_ref.modules:Embeddings",
+    reference="transformer_ref.embeddings:Embeddings",
+    allowed=BUILDING_BLOCKS,
 )
 def check_embeddings(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``Embeddings(vocab, d_model)`` with a table ``lut``: outputs and the table's gradient
@@ -341,7 +367,8 @@ def _check_source_padding(
     points=4,
     difficulty="medium",
     minutes=25,
-    reference="transformer_ref.modules:DecoderLayer",
+    reference="transformer_ref.decoder:DecoderLayer",
+    allowed=BUILDING_BLOCKS,
 )
 def check_decoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``DecoderLayer(d_model, h, d_ff, dropout, norm_first)`` with sub-modules ``self_attn,
@@ -550,7 +577,8 @@ def _check_model_properties(
     points=5,
     difficulty="hard",
     minutes=30,
-    reference="transformer_ref.modules:make_model",
+    reference="transformer_ref.model:make_model",
+    allowed=BUILDING_BLOCKS + MODEL_BLOCKS,
 )
 def check_make_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Three configurations (post-LN with separate tables; pre-LN with a tied generator;

@@ -8,9 +8,10 @@
   :func:`transformer_ref.schedule.noam_rate` at step 0, around the end of the warm-up and far
   after it.
 * ``greedy_decode(model, src, src_mask, max_len, bos_id, eos_id)`` decodes a padded batch
-  with a *scripted* model (:class:`ScriptedModel`): a random Transformer whose end-of-sequence
-  decisions follow a secret table, so that every sentence ends at a known step, one never
-  ends, and a wrong source mask, a missing BOS or a missing stop shows in the output.
+  with a *scripted* model (:class:`autograder.exercises.models.ScriptedModel`): a random
+  Transformer whose end-of-sequence decisions follow a secret table, so that every sentence
+  ends at a known step, one never ends, and a wrong source mask, a missing BOS or a missing
+  stop shows in the output.
 
 torch is imported inside the functions, so importing this module stays torch-free.
 """
@@ -53,6 +54,16 @@ if TYPE_CHECKING:
 LOG_PROB_FLOOR = -100.0
 # Relative tolerance for learning rates, whose values are too small for an absolute one.
 NOAM_RTOL = 1e-6
+
+
+# The course's building blocks the chapter's setup cell gives the learner's code; while an
+# exercise of this chapter is graded, its process holds these and nothing else of the course.
+BUILDING_BLOCKS = (
+    "transformer_ref.basic_masks:subsequent_mask",
+    "transformer_ref.model:make_model",
+    "transformer_ref.attention:store_attention",
+    "transformer_ref.vocab",
+)
 
 
 # ----------------------------------------------------------------------------- the loss
@@ -216,6 +227,7 @@ def _loss_case(ctx: CheckContext, fn: Callable[..., Any], vocab: int, pad_id: in
     difficulty="medium",
     minutes=25,
     reference="transformer_ref.losses:LabelSmoothingLoss",
+    allowed=BUILDING_BLOCKS,
 )
 def check_label_smoothing_loss(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``LabelSmoothingLoss(vocab_size, pad_id, smoothing)``, an ``nn.Module`` whose
@@ -283,6 +295,7 @@ def _as_number(value: Any, what: str) -> float:
     difficulty="easy",
     minutes=10,
     reference="transformer_ref.schedule:noam_rate",
+    allowed=BUILDING_BLOCKS,
 )
 def check_noam_rate(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``noam_rate(step, d_model, warmup, factor=1.0)`` returns a float: steps 0 (treated
@@ -342,125 +355,19 @@ def check_noam_rate(ctx: CheckContext, fn: Callable[..., Any]) -> None:
 # ----------------------------------------------------------------------------- decoding
 
 
-class ScriptedModel:
-    """A model for checking decoders: a random Transformer with scripted sentence ends.
+def _scripted_model(rng: np.random.Generator, vocab: int, max_source: int,
+                    never: tuple[int, int], bos_id: int, eos_id: int) -> Any:
+    """A :class:`~autograder.exercises.models.ScriptedModel` with random weights: distinct ends
+    (1 .. max_source + 1 tokens before EOS) for the source lengths 0 .. max_source, except that
+    sources of length ``never[0]`` end after ``never[1]`` more tokens than the longest."""
+    from autograder.exercises.models import ScriptedModel
 
-    ``encode``, ``decode`` and ``generator`` run a small float64 :class:`EncoderDecoder`
-    (``inner``) and add two pieces of bookkeeping that the caller passes along without
-    noticing: the memory carries the number of real source tokens seen by ``encode``, the
-    hidden states carry the position and the step at which the sentence ends. The generator
-    then scripts ``eos_id``: a sentence whose source has ``n`` real tokens ends after
-    ``stops[n]`` tokens (one length never ends within ``max_len``), padding and ``bos_id``
-    are never produced, and after
-    its end a sentence continues with ordinary tokens. Passing no source mask or a different
-    one to ``encode`` and ``decode``, or starting without ``bos_id``, ends every affected
-    sentence at once.
-
-    It is a plain object (not an ``nn.Module``) that compares equal to a copy built from the
-    same random numbers, so that the hidden checks' inputs can be compared.
-    """
-
-    def __init__(self, rng: np.random.Generator, vocab: int, max_source: int,
-                 never: tuple[int, int], bos_id: int, eos_id: int) -> None:
-        import torch
-
-        from transformer_ref.modules import make_model
-
-        h = int(rng.integers(2, 4))
-        d_model = 4 * h
-        with torch.random.fork_rng(devices=[]):
-            self.inner = make_model(vocab, vocab, N=2, d_model=d_model, d_ff=2 * d_model, h=h,
-                                    dropout=0.0, max_len=64, fast_attention=False)
-        randomize_parameters(self.inner, rng)
-        self.inner.double().eval()
-        self.d_model = d_model
-        self.bos_id, self.eos_id = bos_id, eos_id
-        # Distinct ends (1 .. max_source + 1 tokens before EOS) for the source lengths
-        # 0 .. max_source, except that sources of length never[0] end after never[1] tokens.
-        self.stops = [int(s) for s in rng.permutation(np.arange(1, max_source + 2))]
-        self.stops[never[0]] = max(self.stops) + never[1]
-        self.config = dict(self.inner.config)
-
-    def __eq__(self, other: object) -> bool:
-        import torch
-
-        if not isinstance(other, ScriptedModel):
-            return NotImplemented
-        mine, theirs = self.inner.state_dict(), other.inner.state_dict()
-        return ((self.stops, self.bos_id, self.eos_id, self.config)
-                == (other.stops, other.bos_id, other.eos_id, other.config)
-                and mine.keys() == theirs.keys()
-                and all(torch.equal(mine[k], theirs[k]) for k in mine))
-
-    __hash__ = None  # equal copies, mutable state
-
-    # The parts of the nn.Module interface a decoder may reasonably touch.
-    def eval(self) -> ScriptedModel:
-        return self
-
-    def train(self, mode: bool = True) -> ScriptedModel:
-        return self
-
-    def parameters(self) -> Any:
-        return self.inner.parameters()
-
-    @staticmethod
-    def _real_tokens(src_mask: Tensor | None, batch: int, length: int) -> Tensor:
-        import torch
-
-        if src_mask is None:
-            return torch.full((batch,), float(length), dtype=torch.float64)
-        return src_mask.reshape(batch, -1).sum(-1).to(torch.float64)
-
-    def encode(self, src: Tensor, src_mask: Tensor | None) -> Tensor:
-        """Long ``(B, S)`` -> ``(B, S, d_model + 1)``; the last feature counts real tokens."""
-        memory = self.inner.encode(src, src_mask)
-        seen = self._real_tokens(src_mask, *src.shape)
-        return torch_cat_feature(memory, seen[:, None].expand(-1, src.size(1)))
-
-    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor | None,
-               tgt_mask: Tensor | None) -> Tensor:
-        """``(B, T)`` decoder input -> ``(B, T, d_model + 2)`` hidden states."""
-        import torch
-
-        batch, length = tgt_in.shape
-        hidden = self.inner.decode(tgt_in, memory[..., :-1], src_mask, tgt_mask)
-        seen_encode = memory[:, 0, -1]
-        seen_decode = self._real_tokens(src_mask, batch, memory.size(1))
-        stops = torch.tensor(self.stops, dtype=torch.float64)
-        n = seen_decode.long().clamp(0, len(self.stops) - 1)
-        stop = torch.where((seen_encode == seen_decode) & (tgt_in[:, 0] == self.bos_id),
-                           stops[n], torch.zeros_like(stops[n]))
-        position = torch.arange(length, dtype=torch.float64)
-        hidden = torch_cat_feature(hidden, position[None].expand(batch, -1))
-        return torch_cat_feature(hidden, stop[:, None].expand(-1, length))
-
-    def generator(self, hidden: Tensor) -> Tensor:
-        """``(..., d_model + 2)`` -> logits ``(..., V)`` with the scripted ends."""
-        import torch
-
-        logits = self.inner.generator(hidden[..., : self.d_model])
-        position, stop = hidden[..., self.d_model], hidden[..., self.d_model + 1]
-        low, high = logits.amin(-1) - 10.0, logits.amax(-1) + 10.0
-        logits = logits.clone()
-        logits[..., 0] = low
-        logits[..., self.bos_id] = low
-        logits[..., self.eos_id] = torch.where(position == stop, high, low)
-        return logits
-
-    def __call__(self, src: Tensor, tgt_in: Tensor, src_mask: Tensor | None,
-                 tgt_mask: Tensor | None) -> Tensor:
-        memory = self.encode(src, src_mask)
-        return self.generator(self.decode(tgt_in, memory, src_mask, tgt_mask))
-
-    forward = __call__
-
-
-def torch_cat_feature(x: Tensor, feature: Tensor) -> Tensor:
-    """``(..., d)`` and ``(...)`` -> ``(..., d + 1)``: ``feature`` as one more last entry."""
-    import torch
-
-    return torch.cat([x, feature[..., None].to(x.dtype)], dim=-1)
+    h = int(rng.integers(2, 4))
+    stops = [int(s) for s in rng.permutation(np.arange(1, max_source + 2))]
+    stops[never[0]] = max(stops) + never[1]
+    model = ScriptedModel(vocab, h, stops, bos_id, eos_id)
+    randomize_parameters(model.inner, rng)
+    return model
 
 
 def _source_batch(rng: np.random.Generator, lengths: Sequence[int], symbols: range,
@@ -546,13 +453,15 @@ def _compare_decoding(got: Any, expected: list[list[int]], what: str, bos_id: in
     points=3,
     difficulty="medium",
     minutes=25,
-    reference="transformer_ref.decoding:greedy_decode",
+    reference="transformer_ref.greedy:greedy_decode",
+    allowed=BUILDING_BLOCKS,
+    builders=("autograder.exercises.models:ScriptedModel",),
 )
 def check_greedy_decode(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``greedy_decode(model, src, src_mask, max_len, bos_id, eos_id)`` returns one list of
     ids per sentence, without BOS, cut before the first EOS: a padded batch whose sentences
     end at different steps (one never ends and must stop at ``max_len``), with the default
-    special ids and with other ones. The model is a :class:`ScriptedModel`."""
+    special ids and with other ones. The model is a scripted one (:func:`_scripted_model`)."""
     rng = ctx.rng
     vocab = int(rng.integers(10, 15))
     max_source = int(rng.integers(5, 8))
@@ -560,8 +469,8 @@ def check_greedy_decode(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     lengths = [int(n) for n in rng.permutation(np.arange(2, max_source + 1))]
     for bos_id, eos_id in ((1, 2), (vocab - 1, vocab - 2)):
         # One sentence never ends: it must stop after max_len tokens.
-        model = ScriptedModel(rng, vocab, max_source, never=(int(rng.choice(lengths)), max_len),
-                              bos_id=bos_id, eos_id=eos_id)
+        model = _scripted_model(rng, vocab, max_source, (int(rng.choice(lengths)), max_len),
+                                bos_id, eos_id)
         symbols = range(4, vocab - 2)
         src, src_mask = _source_batch(rng, lengths, symbols, eos_id)
         if (bos_id, eos_id) == (1, 2):

@@ -1,4 +1,4 @@
-"""Checks of chapter 10: beam search with a length penalty.
+"""Checks of chapter 10: beam search with a length penalty, and translating in padded batches.
 
 The learner's ``beam_search(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
 eos_id)`` must return exactly the hypotheses of :func:`transformer_ref.decoding.beam_search`:
@@ -14,6 +14,12 @@ ranking with ``length ** alpha`` (each by at least one case), so those bugs cann
 chance. Two hypotheses whose
 normalised scores agree to 1e-4 count as a tie (the reference scores in float32, a learner may
 score in float64), so a different tie-break is never a failure.
+
+The learner's ``translate_batched(model, sources, max_len, batch_size, pad_id, decoder)`` must
+return, in the order of the sources, what greedy decoding gives for each sentence on its own:
+a correct mask makes a translation independent of its batch. The sources have very different
+lengths and come unsorted; the cases are drawn until a missing mask and outputs left in the
+order of the lengths would both be caught.
 
 torch is imported inside the functions, so importing this module stays torch-free.
 """
@@ -45,9 +51,24 @@ DRAWS = 20  # attempts to find cases that separate the known bugs
 MIN_CASES = 4  # cases where beam search and greedy decoding disagree
 
 
+# The course's building blocks the chapter's setup cell gives the learner's code; while an
+# exercise of this chapter is graded, its process holds these and nothing else of the course.
+BUILDING_BLOCKS = (
+    "transformer_ref.greedy:greedy_decode",
+    "transformer_ref.basic_masks:make_src_mask",
+    "transformer_ref.basic_masks:subsequent_mask",
+    "transformer_ref.targets:make_tgt_mask",
+    "transformer_ref.targets:shift_right",
+    "transformer_ref.model:make_model",
+    "transformer_ref.attention:store_attention",
+    "transformer_ref.vocab",
+)
+
+
 @functools.cache
 def _graded_model_class() -> type:
-    """``GradedModel``: an ``EncoderDecoder`` with a short repr and equality by weights.
+    """``GradedModel``: an ``EncoderDecoder`` with a short repr, equality by weights, and a
+    recipe that rebuilds it in the learner's process.
 
     The short repr keeps failure messages readable; equality by configuration and weights lets
     two draws of the same secret-seeded model compare equal.
@@ -71,6 +92,12 @@ def _graded_model_class() -> type:
         def __repr__(self) -> str:
             c = self.config
             return f"<model N={c['N']} d_model={c['d_model']} vocab={c['tgt_vocab']}>"
+
+        def grading_recipe(self) -> dict[str, Any]:
+            """The learner's process builds the same model with make_model and these weights."""
+            return {"builder": "transformer_ref.model:make_model", "args": (),
+                    "kwargs": dict(self.config), "state": self.state_dict(),
+                    "dtype": next(self.parameters()).dtype, "training": self.training}
 
     return GradedModel
 
@@ -285,7 +312,9 @@ def _discriminating_cases(ctx: CheckContext, vocab: int, batch: int) -> list[_Ca
     points=5,
     difficulty="hard",
     minutes=45,
-    reference="transformer_ref.decoding:beam_search",
+    reference="transformer_ref.beam:beam_search",
+    allowed=BUILDING_BLOCKS,
+    builders=("transformer_ref.model:make_model",),
 )
 def check_beam_search(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``beam_search(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
@@ -465,6 +494,8 @@ def _telling_case(ctx: CheckContext, vocab: int, batch_size: int | None,
     difficulty="medium",
     minutes=30,
     reference="transformer_ref.batch_translation:translate_batched",
+    allowed=(*BUILDING_BLOCKS, "transformer_ref.batching:pad_sequences"),
+    builders=("transformer_ref.model:make_model",),
 )
 def check_translate_batched(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``translate_batched(model, sources, max_len, batch_size=32, pad_id=PAD_ID,
