@@ -60,7 +60,6 @@ BUILDING_BLOCKS = (
     "transformer_ref.targets:make_tgt_mask",
     "transformer_ref.targets:shift_right",
     "transformer_ref.model:make_model",
-    "transformer_ref.attention:store_attention",
     "transformer_ref.vocab",
 )
 
