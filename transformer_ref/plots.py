@@ -7,6 +7,7 @@ No function calls ``plt.show()``; notebooks display figures themselves.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -146,6 +147,14 @@ def plot_attention(
     return ax
 
 
+# Attention grids give every token row and column this much room, so that tick labels in
+# TICK_FONT_SIZE never touch; a panel is never smaller than MIN_PANEL_INCHES, so that its
+# title fits above it.
+CELL_INCHES = 0.17
+TICK_FONT_SIZE = 7
+MIN_PANEL_INCHES = 1.9
+
+
 def plot_attention_grid(
     weights: ArrayLike,
     query_labels: Sequence[str] | None = None,
@@ -153,6 +162,9 @@ def plot_attention_grid(
     title: str | None = None,
 ) -> Figure:
     """A grid of attention maps, one row per layer and one column per head.
+
+    The figure grows with the number of tokens, so labels and panel titles never overlap,
+    however long the sentence; the title is wrapped to the figure's width.
 
     Args:
         weights: ``(layers, heads, n_q, n_k)``; all panels share the colour scale 0..1.
@@ -167,18 +179,24 @@ def plot_attention_grid(
     num_layers, num_heads, n_q, n_k = weights.shape
     _check_labels(query_labels, n_q, "query_labels", where)
     _check_labels(key_labels, n_k, "key_labels", where)
-    fig, axes = plt.subplots(
-        num_layers,
-        num_heads,
-        figsize=(2.6 * num_heads + 1, 2.6 * num_layers + 0.6),
-        squeeze=False,
-        layout="constrained",
-    )
+    panel_w = max(MIN_PANEL_INCHES, CELL_INCHES * n_k)
+    panel_h = max(MIN_PANEL_INCHES, CELL_INCHES * n_q)
+    # Room for the tick labels (slanted at the bottom, level on the left) and the colour bar.
+    label_room = CELL_INCHES * 0.6 * max((len(t) for t in (key_labels or [""])), default=1)
+    left_room = CELL_INCHES * 0.6 * max((len(t) for t in (query_labels or [""])), default=1)
+    fig_w = num_heads * (panel_w + 0.25) + left_room + 1.6
+    fig_h = num_layers * (panel_h + 0.45) + label_room + 1.2
+    fig, axes = plt.subplots(num_layers, num_heads, figsize=(fig_w, fig_h), squeeze=False,
+                             layout="constrained")
     for layer in range(num_layers):
         for head in range(num_heads):
             ax = axes[layer, head]
             image = _draw_attention(ax, weights[layer, head], query_labels, key_labels, vmax=1)
             ax.set_title(f"layer {layer + 1}, head {head + 1}", fontsize="medium")
+            ax.tick_params(labelsize=TICK_FONT_SIZE)
+            # Slanted rather than upright key labels keep subword marks such as "▁" readable.
+            for label in ax.get_xticklabels():
+                label.set(rotation=45, horizontalalignment="right", rotation_mode="anchor")
             # Labels on the outer panels only keep the grid readable.
             if head > 0:
                 ax.set_ylabel("")
@@ -187,7 +205,8 @@ def plot_attention_grid(
                 ax.set_xlabel("")
                 ax.tick_params(labelbottom=False)
     fig.colorbar(image, ax=axes, label="attention weight", shrink=0.8)
-    fig.suptitle(title or "Attention weights per layer and head")
+    text = title or "Attention weights per layer and head"
+    fig.suptitle(textwrap.fill(text, width=max(40, int(fig_w * 9))))
     return fig
 
 

@@ -4,6 +4,10 @@
 
 The rate grows linearly for ``warmup`` steps, peaks at ``factor * (d_model * warmup)^-0.5``
 and then decays with the inverse square root of the step.
+
+A run with a fixed number of steps can instead let the rate fall linearly from the same peak
+to zero at its last step (:func:`linear_decay_rate`): short runs end with small, careful
+updates, which is worth several BLEU points when a CPU affords only a few hundred steps.
 """
 
 from __future__ import annotations
@@ -45,3 +49,39 @@ def noam_lambda(d_model: int, warmup: int, factor: float = 1.0) -> Callable[[int
         return noam_rate(step, d_model, warmup, factor)
 
     return rate
+
+
+def linear_decay_rate(
+    step: int, d_model: int, warmup: int, total_steps: int, factor: float = 1.0
+) -> float:
+    """The Noam warm-up to the same peak, then a straight line down to 0 at ``total_steps``.
+
+    Steps past ``total_steps`` (a resumed run asked to go further) get a rate of 0.
+    """
+    _check_positive("total_steps", total_steps)
+    if total_steps <= warmup:
+        raise ValueError(
+            f"total_steps ({total_steps}) must be larger than warmup ({warmup}); shorten the "
+            f"warm-up or train for more steps"
+        )
+    peak = noam_rate(warmup, d_model, warmup, factor)
+    step = max(step, 1)
+    if step <= warmup:
+        return peak * step / warmup
+    return peak * max(0.0, (total_steps - step) / (total_steps - warmup))
+
+
+def make_lr_lambda(
+    decay: str, d_model: int, warmup: int, total_steps: int, factor: float = 1.0
+) -> Callable[[int], float]:
+    """A ``lr_lambda`` for ``LambdaLR``: ``decay`` is ``"inverse_sqrt"`` (Noam) or ``"linear"``."""
+    if decay == "inverse_sqrt":
+        return noam_lambda(d_model, warmup, factor)
+    if decay == "linear":
+        linear_decay_rate(1, d_model, warmup, total_steps, factor)  # check the arguments now
+
+        def rate(step: int) -> float:
+            return linear_decay_rate(step, d_model, warmup, total_steps, factor)
+
+        return rate
+    raise ValueError(f"unknown decay {decay!r}; choose 'inverse_sqrt' or 'linear'")

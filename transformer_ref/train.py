@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +30,22 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
+from transformer_ref.batch_translation import translate_batched
 from transformer_ref.batching import collate
-from transformer_ref.checkpoint import load_checkpoint
+from transformer_ref.checkpoint import load_checkpoint, unwrap
 from transformer_ref.data import load_multi30k, multi30k_dir, synthetic_pairs
-from transformer_ref.decoding import beam_search, greedy_decode
 from transformer_ref.device import autocast_dtype, device_name
 from transformer_ref.losses import LabelSmoothingLoss
 from transformer_ref.metrics import corpus_bleu, exact_match
 from transformer_ref.modules import make_model
-from transformer_ref.presets import PRESETS, TASKS, Preset, get_preset
+from transformer_ref.presets import (
+    PRESETS,
+    TASKS,
+    Preset,
+    get_preset,
+    parse_setting,
+    with_settings,
+)
 from transformer_ref.tokenizer import decode, encode_batch, load_or_train_tokenizer
 from transformer_ref.training import (
     cleanup_distributed,
@@ -46,7 +54,8 @@ from transformer_ref.training import (
     pair_length,
     seed_everything,
 )
-from transformer_ref.vocab import EOS_ID, PAD_ID
+from transformer_ref.translate import batch_decoder
+from transformer_ref.vocab import PAD_ID
 
 Pair = tuple[list[int], list[int]]
 FIRST_SYMBOL_ID = 4  # synthetic symbols follow the four special ids
@@ -73,25 +82,14 @@ def translate_ids(
 ) -> list[list[int]]:
     """Decode id sequences in length-sorted batches; returns outputs in the input order.
 
-    ``beam_size=1`` is greedy decoding. At most ``1.5 * source length + extra_len`` tokens
-    are generated per batch (capped by the model's positional range).
+    ``beam_size=1`` is greedy decoding. At most ``1.5 * longest source + extra_len`` tokens are
+    generated (capped by the model's positional range).
     """
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    outputs: list[list[int]] = [[] for _ in sources]
     limit = model.config.get("max_len", 5000) - 1
-    for start in range(0, len(order), DECODE_SENTENCES_PER_BATCH):
-        chunk = order[start : start + DECODE_SENTENCES_PER_BATCH]
-        batch = collate([(sources[i], [EOS_ID]) for i in chunk]).to(device)
-        max_len = min(int(1.5 * batch.src.size(1)) + extra_len, limit)
-        with torch.no_grad(), _autocast(device):
-            if beam_size > 1:
-                hyps = beam_search(model, batch.src, batch.src_mask, max_len,
-                                   beam_size=beam_size, length_penalty=length_penalty)
-            else:
-                hyps = greedy_decode(model, batch.src, batch.src_mask, max_len)
-        for i, hyp in zip(chunk, hyps, strict=True):
-            outputs[i] = hyp
-    return outputs
+    max_len = min(int(1.5 * max(map(len, sources))) + extra_len, limit)
+    with _autocast(device):
+        return translate_batched(model, sources, max_len, DECODE_SENTENCES_PER_BATCH,
+                                 decoder=batch_decoder(beam_size, length_penalty))
 
 
 def mean_loss(model: nn.Module, pairs: list[Pair], device: torch.device) -> float:
@@ -159,9 +157,14 @@ def synthetic_setup(preset: Preset, seed: int, device: torch.device) -> TaskSetu
 
 
 def multi30k_setup(
-    preset: Preset, device: torch.device, tokenizer_json: str | None = None
+    preset: Preset, device: torch.device, tokenizer_json: str | None = None,
+    *, test: bool = True,
 ) -> TaskSetup:
-    """German->English Multi30k with a joint BPE vocabulary (reused from a checkpoint on resume)."""
+    """German->English Multi30k with a joint BPE vocabulary (reused from a checkpoint on resume).
+
+    The final evaluation decodes the whole validation set with beam search, and test_2016_flickr
+    too unless ``test`` is False (tuning runs choose their settings on validation BLEU only).
+    """
     data_dir = multi30k_dir()
     if tokenizer_json is not None:
         tok = Tokenizer.from_str(tokenizer_json)
@@ -177,7 +180,7 @@ def multi30k_setup(
     train, _ = encode_pairs("train")
     train = [p for p in train if pair_length(p) <= preset.max_train_len]
     val, val_refs = encode_pairs("val")
-    test, test_refs = encode_pairs("test_2016_flickr")
+    test_pairs, test_refs = encode_pairs("test_2016_flickr") if test else ([], [])
     val_sample = val[: preset.eval_sentences]
 
     def bleu(model: nn.Module, pairs: list[Pair], refs: list[str], beam: int) -> Any:
@@ -193,14 +196,19 @@ def multi30k_setup(
 
     def final(model: nn.Module) -> dict[str, Any]:
         started = time.perf_counter()
-        score = bleu(model, test, test_refs, preset.beam_size)
-        return {
+        val_score = bleu(model, val, val_refs, preset.beam_size)
+        metrics: dict[str, Any] = {
             "val_loss": mean_loss(model, val, device),
-            "test_2016_flickr_bleu": score.score,
-            "bleu_signature": score.signature,
+            "val_bleu": val_score.score,
+            "bleu_signature": val_score.signature,
             "beam_size": preset.beam_size,
-            "decode_seconds": time.perf_counter() - started,
+            "length_penalty": preset.length_penalty,
         }
+        if test:
+            metrics["test_2016_flickr_bleu"] = bleu(model, test_pairs, test_refs,
+                                                    preset.beam_size).score
+        metrics["decode_seconds"] = time.perf_counter() - started
+        return metrics
 
     return TaskSetup(train, tok.get_vocab_size(), evaluate, final, tokenizer=tok.to_str())
 
@@ -234,7 +242,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--eval-every", type=_non_negative_int, default=None, metavar="N",
                         help="override the preset's evaluation interval: evaluate every N "
                              "steps (0: only at the end)")
-    parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from OUT/checkpoint.pt (with --max-steps: train further)")
+    parser.add_argument("--set", dest="settings", action="append", default=[],
+                        metavar="NAME=VALUE",
+                        help="change one setting of the preset, e.g. --set dropout=0.2 "
+                             "--set warmup=200 (model, training and preset fields; for "
+                             "tuning runs, which record them in metrics.json)")
+    parser.add_argument("--no-test", action="store_true",
+                        help="Multi30k: score only the validation set at the end, not "
+                             "test_2016_flickr (for tuning runs)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
@@ -265,6 +282,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     preset = get_preset(args.task, preset_name, max_steps=args.max_steps,
                         max_minutes=args.max_minutes, eval_every=args.eval_every,
                         seed=args.seed)
+    settings = dict(parse_setting(text) for text in args.settings)
+    preset = with_settings(preset, settings)
     out = args.out or Path("runs") / f"{args.task}-{preset_name}"
     resume_from = _check_out_dir(out, args.task, args.resume)
     log = print if dist_info.is_main else (lambda _msg: None)
@@ -276,7 +295,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     seed_everything(args.seed)
     if args.task == "multi30k":
         tokenizer_json = resume_from.get("tokenizer") if resume_from else None
-        setup = multi30k_setup(preset, device, tokenizer_json)
+        setup = multi30k_setup(preset, device, tokenizer_json, test=not args.no_test)
     else:
         setup = synthetic_setup(preset, args.seed, device)
     if resume_from is not None:
@@ -305,8 +324,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "device": device_name(device),
             "processes": dist_info.world_size,
             "seed": args.seed,
+            "settings": settings,
+            "model_config": {k: v for k, v in unwrap(model).config.items()
+                             if k not in ("src_vocab", "tgt_vocab")},
+            "train_config": asdict(preset.train),
             "steps": result.step,
             "stopped_early": result.stopped_early,
+            "stop_reason": result.stop_reason,
             "train_seconds": result.train_seconds,
             "target_tokens_per_second": result.tokens_per_second,
             "wall_seconds": time.perf_counter() - wall_started,
@@ -323,12 +347,17 @@ def _print_summary(report: dict[str, Any], out: Path) -> None:
     metrics = report["metrics"]
     print(f"done: {report['steps']} steps in {report['wall_seconds']:.1f} s wall "
           f"({report['target_tokens_per_second']:.0f} target tokens/s) on {report['device']}")
+    if report["stop_reason"]:
+        print(f"stopped early: {report['stop_reason']}")
     if "exact_match" in metrics:
         print(f"held-out exact match: {100 * metrics['exact_match']:.1f}% "
               f"({metrics['held_out_sequences']} sequences)")
     else:
-        print(f"test_2016_flickr BLEU (beam {metrics['beam_size']}): "
-              f"{metrics['test_2016_flickr_bleu']:.2f}  {metrics['bleu_signature']}")
+        print(f"validation BLEU (beam {metrics['beam_size']}): {metrics['val_bleu']:.2f}")
+        if "test_2016_flickr_bleu" in metrics:
+            print(f"test_2016_flickr BLEU (beam {metrics['beam_size']}): "
+                  f"{metrics['test_2016_flickr_bleu']:.2f}")
+        print(f"sacreBLEU signature: {metrics['bleu_signature']}")
     print(f"wrote {out / 'checkpoint.pt'} and {out / 'metrics.json'}")
 
 

@@ -7,7 +7,8 @@ One optimizer step:
 2. forward under autocast (bfloat16 on recent GPUs, float16 + GradScaler on older ones,
    float32 on the CPU), label-smoothed loss *summed* over the real target tokens and divided
    by the global batch's token count, backward;
-3. clip the gradient norm, Adam step (betas 0.9/0.98, eps 1e-9), Noam learning-rate step.
+3. clip the gradient norm, Adam step (betas 0.9/0.98, eps 1e-9), learning-rate step (the
+   Noam warm-up, then inverse-square-root or linear decay).
 
 Every ``eval_every`` steps an evaluation callback runs on the main process; it can stop
 training early (e.g. when held-out exact match reaches 100%). Checkpoints hold everything
@@ -45,7 +46,7 @@ from transformer_ref.checkpoint import (
 )
 from transformer_ref.device import autocast_dtype, make_grad_scaler, resolve_device
 from transformer_ref.losses import LabelSmoothingLoss
-from transformer_ref.schedule import noam_lambda
+from transformer_ref.schedule import make_lr_lambda
 from transformer_ref.vocab import PAD_ID
 
 Pair = tuple[list[int], list[int]]
@@ -60,11 +61,15 @@ class TrainConfig:
         max_tokens: padded tokens per global batch (summed over all DDP processes).
         warmup: Noam warm-up steps.
         lr_factor: Noam ``factor`` (peak rate is ``factor * (d_model * warmup)^-0.5``).
+        decay: after the warm-up, ``"inverse_sqrt"`` (the paper's Noam schedule) or
+            ``"linear"`` (down to 0 at ``max_steps``).
         smoothing: label smoothing ``eps``.
         clip_norm: gradient-norm clipping threshold, None for no clipping.
         eval_every: run the evaluation callback every this many steps (0: only at the end).
         save_every: save a checkpoint every this many steps (0: only at the end).
-        max_minutes: wall-clock budget for the loop (None: no limit).
+        max_minutes: optional cap on training time (evaluation excluded, earlier runs included
+            on resume); a run that reaches it stops before ``max_steps`` and says so. None (the
+            presets' choice): no cap, so the same settings give the same model anywhere.
         seed: seeds batching order (and, through :func:`seed_everything`, initialisation).
         amp: use autocast on CUDA.
         sort_by_length: batch similar lengths together (see ``bucket_by_tokens``).
@@ -74,6 +79,7 @@ class TrainConfig:
     max_tokens: int
     warmup: int = 4000
     lr_factor: float = 1.0
+    decay: str = "inverse_sqrt"
     smoothing: float = 0.1
     clip_norm: float | None = 1.0
     eval_every: int = 0
@@ -87,6 +93,10 @@ class TrainConfig:
         for name in ("max_steps", "max_tokens", "warmup"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"TrainConfig.{name} must be positive, got {getattr(self, name)}")
+        if self.decay not in ("inverse_sqrt", "linear"):
+            raise ValueError(
+                f"TrainConfig.decay must be 'inverse_sqrt' or 'linear', got {self.decay!r}"
+            )
 
 
 @dataclass
@@ -98,9 +108,11 @@ class TrainResult:
         train_seconds: time spent in training steps, evaluation excluded.
         tokens, tokens_per_second: target tokens trained on, and their rate.
         metrics: the last evaluation's metrics.
-        history: one dict per evaluation of this run: ``step``, ``train_seconds`` (so far),
-            ``train_loss`` (recent mean) and the evaluation's metrics.
-        stopped_early: ``stop_when`` or the time budget ended training.
+        history: one dict per evaluation (those of resumed runs first): ``step``,
+            ``train_seconds`` (so far), ``train_loss`` (recent mean) and the evaluation's
+            metrics.
+        stopped_early: ``stop_when`` or the time cap ended training before ``max_steps``.
+        stop_reason: why training ended early, in words (None when it ran ``max_steps``).
     """
 
     step: int
@@ -110,6 +122,7 @@ class TrainResult:
     metrics: dict[str, float] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
     stopped_early: bool = False
+    stop_reason: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,11 +238,22 @@ def iterate_batches(
 
 
 def make_optimizer(
-    model: nn.Module, d_model: int, warmup: int, factor: float = 1.0
+    model: nn.Module,
+    d_model: int,
+    warmup: int,
+    factor: float = 1.0,
+    *,
+    decay: str = "inverse_sqrt",
+    total_steps: int = 0,
 ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
-    """Adam with the paper's settings and the Noam schedule (base lr 1.0, scaled by the lambda)."""
+    """Adam with the paper's settings and a warm-up schedule (base lr 1.0, scaled by the lambda).
+
+    ``decay`` picks what follows the warm-up (see :func:`transformer_ref.schedule.make_lr_lambda`);
+    ``"linear"`` reaches 0 at ``total_steps``.
+    """
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, noam_lambda(d_model, warmup, factor))
+    rate = make_lr_lambda(decay, d_model, warmup, total_steps, factor)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
     return optimizer, scheduler
 
 
@@ -307,6 +331,8 @@ def fit(
     dist_info: DistInfo | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
+    report_every: int | None = None,
+    on_report: Callable[[dict[str, float]], None] | None = None,
 ) -> TrainResult:
     """Train ``model`` (built by ``make_model``) on ``train_pairs``.
 
@@ -324,8 +350,15 @@ def fit(
             state and data position).
         task, tokenizer, extra: stored in the checkpoint.
         dist_info: process placement (default: a single process).
-        progress: show a tqdm bar (only when stderr is a terminal).
-        log: where progress lines go.
+        progress: show a tqdm bar when stderr is a terminal; elsewhere (a notebook, a log
+            file) write a progress line through ``log`` every ``report_every`` steps instead,
+            so a long run is never silent.
+        log: where progress and evaluation lines go.
+        report_every: steps between progress reports (default: a twentieth of the steps to
+            take, at least 1).
+        on_report: called on the main process at each progress report with ``step``,
+            ``train_loss`` (mean of the steps since the last report), ``train_seconds``,
+            ``lr`` and ``max_steps``, e.g. to draw a live loss curve.
 
     Returns:
         A :class:`TrainResult`; ``metrics`` are the last evaluation's.
@@ -342,10 +375,12 @@ def fit(
         plain.config["tgt_vocab"], PAD_ID, config.smoothing, reduction="sum"
     )
     optimizer, scheduler = make_optimizer(
-        plain, plain.config["d_model"], config.warmup, config.lr_factor
+        plain, plain.config["d_model"], config.warmup, config.lr_factor,
+        decay=config.decay, total_steps=config.max_steps,
     )
 
     step, position, tokens_done, seconds_done = 0, (0, 0), 0, 0.0
+    earlier_history: list[dict[str, Any]] = []
     if resume:
         if checkpoint_path is None:
             raise ValueError("resume=True needs a checkpoint_path to resume from")
@@ -355,19 +390,26 @@ def fit(
         position = tuple(saved.get("data_position", (0, 0)))
         tokens_done = int(saved.get("tokens", 0))
         seconds_done = float(saved.get("train_seconds", 0.0))
+        earlier_history = list(saved.get("history", []))
         log(f"resumed from {checkpoint_path} at step {step}")
 
     show_bar = progress and dist_info.is_main and sys.stderr.isatty()
+    if report_every is None:
+        report_every = max(1, (config.max_steps - step) // 20)
+    report_every = max(1, report_every)
     bar = tqdm(total=config.max_steps, initial=step, disable=not show_bar, unit="step")
     say = tqdm.write if show_bar else log
-    result = TrainResult(step=step, train_seconds=0.0, tokens=tokens_done, tokens_per_second=0.0)
+    # On resume the history goes on from the earlier runs' evaluations.
+    result = TrainResult(step=step, train_seconds=0.0, tokens=tokens_done, tokens_per_second=0.0,
+                         history=earlier_history)
     budget = config.max_minutes * 60.0 if config.max_minutes is not None else math.inf
 
     def save(metrics: dict[str, float]) -> None:
         if checkpoint_path is None or not dist_info.is_main:
             return
         state = {"data_position": list(position), "tokens": tokens_done,
-                 "train_seconds": seconds_done + elapsed_training, "train_config": asdict(config)}
+                 "train_seconds": seconds_done + elapsed_training, "train_config": asdict(config),
+                 "history": result.history}
         save_checkpoint(checkpoint_path, plain, optimizer=optimizer, scheduler=scheduler,
                         step=step, task=task, tokenizer=tokenizer, metrics=metrics,
                         extra={**(extra or {}), **state})
@@ -391,8 +433,25 @@ def fit(
             stop = stop_when is not None and stop_when(result.metrics)
         return _all_agree(stop, dist_info, device)
 
+    def report_progress() -> None:
+        nonlocal report_loss, report_tokens
+        if not dist_info.is_main:
+            return
+        loss = report_loss / max(report_tokens, 1)
+        report_loss, report_tokens = 0.0, 0
+        seconds = seconds_done + elapsed_training
+        if on_report is not None:
+            on_report({"step": step, "train_loss": loss, "train_seconds": seconds,
+                       "lr": scheduler.get_last_lr()[0], "max_steps": config.max_steps})
+        if progress and not show_bar:
+            rate = (step - first_step) / max(elapsed_training, 1e-9)
+            left = (config.max_steps - step) / max(rate, 1e-9)
+            log(f"step {step}/{config.max_steps}: train loss {loss:.3f}, "
+                f"{seconds:.0f} s of training, about {left:.0f} s to go")
+
     model.train()
     elapsed_training, window_loss, window_tokens = 0.0, 0.0, 0
+    report_loss, report_tokens, first_step = 0.0, 0, step
     recent_loss, evaluated_at = math.nan, -1
     batches = iterate_batches(
         train_pairs, config.max_tokens, seed=config.seed, dist_info=dist_info, start=position,
@@ -412,6 +471,8 @@ def fit(
         tokens_done += global_tokens
         window_loss += float(loss_sum)
         window_tokens += batch.n_tokens
+        report_loss += float(loss_sum)
+        report_tokens += batch.n_tokens
         elapsed_training = time.perf_counter() - started - eval_seconds
         recent_loss = window_loss / max(window_tokens, 1)  # mean over the last <= 20 steps
         bar.update(1)
@@ -419,6 +480,8 @@ def fit(
             bar.set_postfix(loss=f"{recent_loss:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
             window_loss, window_tokens = 0.0, 0
 
+        if step % report_every == 0 or step == config.max_steps:
+            report_progress()
         out_of_time = _all_agree(seconds_done + elapsed_training >= budget, dist_info, device)
         stop = False
         if config.eval_every and step % config.eval_every == 0 and step < config.max_steps:
@@ -427,10 +490,16 @@ def fit(
             eval_seconds += time.perf_counter() - eval_started
         if config.save_every and step % config.save_every == 0:
             save(result.metrics)
-        if stop or out_of_time:
+        if (stop or out_of_time) and step < config.max_steps:
             result.stopped_early = True
-            if out_of_time:
-                say(f"stopping at step {step}: the {config.max_minutes} minute budget is spent")
+            if stop:
+                result.stop_reason = "the evaluation's stopping criterion was met"
+            else:
+                result.stop_reason = (
+                    f"the {config.max_minutes:g}-minute time cap was spent after {step} of "
+                    f"{config.max_steps} steps, so this model trained less than its preset asks"
+                )
+            say(f"stopping at step {step}: {result.stop_reason}")
             break
     bar.close()
 

@@ -2,11 +2,16 @@
 
 From a shell::
 
-    python -m transformer_ref.translate --checkpoint runs/multi30k/best.pt \\
+    python -m transformer_ref.translate --checkpoint runs/multi30k/checkpoint.pt \\
         "Ein Hund rennt über die Wiese." "Zwei Kinder spielen im Sand."
+    python -m transformer_ref.translate --checkpoint model.pt --input test.de > test.hyp
+    zcat test_2016_flickr.de.gz | python -m transformer_ref.translate --checkpoint model.pt
 
-prints one English translation per line, in the order given. ``--beam 1`` decodes greedily;
-``--device auto`` (the default) uses a CUDA GPU when one is visible.
+prints one English translation per sentence (per input line), in the order given; an empty
+input line gives an empty output line, so the output lines up with a reference file for
+``sacrebleu``. Sentences are decoded in length-sorted batches (``--batch-size``) with the
+batched beam search (``--beam 1`` decodes greedily); ``--device auto`` (the default) uses a
+CUDA GPU when one is visible.
 
 From Python, :func:`translate_sentences` does the same with a model and tokenizer in memory.
 """
@@ -14,6 +19,7 @@ From Python, :func:`translate_sentences` does the same with a model and tokenize
 from __future__ import annotations
 
 import argparse
+import functools
 import pickle
 import sys
 from collections.abc import Sequence
@@ -23,17 +29,25 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
+from transformer_ref.batch_translation import Decoder, translate_batched
+from transformer_ref.beam import beam_search
 from transformer_ref.checkpoint import load_model
-from transformer_ref.decoding import beam_search, greedy_decode
 from transformer_ref.device import resolve_device
-from transformer_ref.masks import make_src_mask
+from transformer_ref.greedy import greedy_decode
 from transformer_ref.tokenizer import check_special_ids, decode, encode_batch
 from transformer_ref.validation import require_int
-from transformer_ref.vocab import PAD_ID
 
 # Outputs may be somewhat longer than their sources; this many extra tokens is ample for
 # Multi30k captions.
 EXTRA_OUTPUT_TOKENS = 50
+
+
+def batch_decoder(beam_size: int, length_penalty: float = 0.6) -> Decoder:
+    """Greedy decoding for ``beam_size == 1``, else the batched beam search with these options."""
+    beam_size = require_int(beam_size, "beam_size", "batch_decoder", minimum=1)
+    if beam_size == 1:
+        return greedy_decode
+    return functools.partial(beam_search, beam_size=beam_size, length_penalty=length_penalty)
 
 
 def translate_sentences(
@@ -54,41 +68,32 @@ def translate_sentences(
         sentences: untokenised source sentences.
         beam_size: 1 decodes greedily, more runs :func:`~transformer_ref.decoding.beam_search`.
         length_penalty: GNMT ``alpha`` for beam search.
-        max_len: most tokens generated per sentence; default: source length + 50, limited by
-            the model's positional encoding.
-        batch_size: sentences decoded together.
+        max_len: most tokens generated per sentence; default: the longest source's length
+            + 50, limited by the model's positional encoding.
+        batch_size: sentences decoded together (in length-sorted batches).
 
     Returns:
-        One detokenised translation per sentence, in the input order.
+        One detokenised translation per sentence, in the input order; a blank sentence
+        gives "".
     """
     where = "translate_sentences"
-    beam_size = require_int(beam_size, "beam_size", where, minimum=1)
-    batch_size = require_int(batch_size, "batch_size", where, minimum=1)
     if max_len is not None:
         max_len = require_int(max_len, "max_len", where, minimum=1)
-    device = next(model.parameters()).device
-    ids = encode_batch(tok, sentences)
+    if isinstance(sentences, str):
+        raise TypeError(f"{where}: sentences must be a list of str, got a single str; wrap it "
+                        f"in a list")
+    results = [""] * len(sentences)
+    # Blank lines stay blank, so the output lines up with its input line by line.
+    kept = [i for i, sentence in enumerate(sentences) if sentence.strip()]
+    if not kept:
+        return results
+    ids = encode_batch(tok, [sentences[i] for i in kept])
     limit = getattr(model, "config", {}).get("max_len", 5000) - 1
-    # Decoding sentences of similar length together wastes less work on padding.
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    results: list[str] = [""] * len(ids)
-    for start in range(0, len(order), batch_size):
-        chosen = order[start : start + batch_size]
-        width = max(len(ids[i]) for i in chosen)
-        src = torch.full((len(chosen), width), PAD_ID, dtype=torch.long)
-        for row, i in enumerate(chosen):
-            src[row, : len(ids[i])] = torch.tensor(ids[i])
-        src = src.to(device)
-        src_mask = make_src_mask(src)
-        steps = min(max_len or width + EXTRA_OUTPUT_TOKENS, limit)
-        if beam_size == 1:
-            outputs = greedy_decode(model, src, src_mask, steps)
-        else:
-            outputs = beam_search(
-                model, src, src_mask, steps, beam_size=beam_size, length_penalty=length_penalty
-            )
-        for i, out in zip(chosen, outputs, strict=True):
-            results[i] = decode(tok, out)
+    steps = min(max_len or max(map(len, ids)) + EXTRA_OUTPUT_TOKENS, limit)
+    outputs = translate_batched(model, ids, steps, batch_size,
+                                decoder=batch_decoder(beam_size, length_penalty))
+    for i, out in zip(kept, outputs, strict=True):
+        results[i] = decode(tok, out)
     return results
 
 
@@ -136,7 +141,11 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m transformer_ref.translate",
         description="Translate German sentences into English with a trained checkpoint.",
     )
-    parser.add_argument("sentences", nargs="+", help="German sentences (quote each one)")
+    parser.add_argument("sentences", nargs="*",
+                        help="German sentences (quote each one); without them the sentences "
+                             "are read from --input, or from standard input, one per line")
+    parser.add_argument("--input", type=Path, default=None, metavar="FILE",
+                        help="read the sentences from FILE, one per line ('-': standard input)")
     parser.add_argument("--checkpoint", required=True, type=Path, help="a Multi30k .pt file")
     parser.add_argument("--beam", type=_positive_int, default=4, help="beam size (1 = greedy)")
     parser.add_argument(
@@ -145,23 +154,48 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-len", type=_positive_int, default=None, help="most tokens per translation"
     )
+    parser.add_argument("--batch-size", type=_positive_int, default=64,
+                        help="sentences decoded together (default 64)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     return parser
+
+
+def read_sentences(args: argparse.Namespace) -> list[str]:
+    """The sentences to translate: the arguments, the ``--input`` file or standard input.
+
+    Raises:
+        ValueError: both sentences and ``--input`` were given.
+        FileNotFoundError: the ``--input`` file does not exist.
+    """
+    if args.sentences and args.input is not None:
+        raise ValueError("give sentences as arguments or --input FILE, not both")
+    if args.sentences:
+        return list(args.sentences)
+    if args.input is not None and str(args.input) != "-":
+        if not args.input.is_file():
+            raise FileNotFoundError(f"--input {args.input}: no such file")
+        return args.input.read_text(encoding="utf-8").splitlines()
+    if args.input is None and sys.stdin.isatty():
+        raise ValueError("no sentences to translate: give them as arguments, name a file with "
+                         "--input FILE, or pipe lines into standard input")
+    return sys.stdin.read().splitlines()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m transformer_ref.translate``; returns the exit status."""
     args = _parser().parse_args(argv)
     try:
+        sentences = read_sentences(args)
         device = resolve_device(args.device)
         model, tok = load_translator(args.checkpoint, device)
         translations = translate_sentences(
             model,
             tok,
-            args.sentences,
+            sentences,
             beam_size=args.beam,
             length_penalty=args.length_penalty,
             max_len=args.max_len,
+            batch_size=args.batch_size,
         )
     except (FileNotFoundError, ValueError, TypeError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from autograder.learner.selfcheck import ExerciseOutcome, SelfCheckReport
+from transformer_ref.presets import get_preset
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,16 +93,20 @@ def test_multi30k_curve_is_validation_bleu_and_result_is_test_bleu(tta):
     signature = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
     report = {"task": "multi30k", "preset": "cpu", "device": "cpu", "steps": 100,
               "train_seconds": 160.0, "process_seconds": 300.0, "history": history,
-              "metrics": {"test_2016_flickr_bleu": 12.345, "beam_size": 4,
+              "metrics": {"val_bleu": 13.456, "test_2016_flickr_bleu": 12.345, "beam_size": 4,
                           "bleu_signature": signature}}
     points = tta.curve(report)
     lines = tta.format_curve(report, points)
-    assert "val BLEU (greedy, 100 sentences)" in lines[0]
+    sentences = get_preset("multi30k", "cpu").eval_sentences
+    assert f"val BLEU (greedy, {sentences} sentences)" in lines[0]
     assert lines[1].split() == ["80.0", "50", "1.25", "5.500"]
     assert lines[2].split() == ["160.0", "100", "9.50", "4.100"]
     assert tta.describe(report, points) == (
-        "multi30k cpu on cpu: test_2016_flickr sacreBLEU 12.35 (beam 4); 300.0 s wall including "
-        f"start-up (100 steps, 160.0 s of training); {signature}")
+        "multi30k cpu on cpu: validation sacreBLEU 13.46, test_2016_flickr sacreBLEU 12.35 "
+        "(beam 4); 300.0 s wall including start-up (100 steps, 160.0 s of training); "
+        f"{signature}")
+    del report["metrics"]["test_2016_flickr_bleu"]  # a tuning run (--no-test)
+    assert "test_2016_flickr not scored (beam 4)" in tta.describe(report, points)
 
 
 # ------------------------------------------------------------------ notebook times

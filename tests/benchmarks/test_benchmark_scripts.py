@@ -91,3 +91,20 @@ def test_readme_figures_draws_encoding_and_translator_attention(
     # 4 heads; 7 output tokens + EOS attend over 7 source tokens + EOS.
     assert weights.shape == (4, 8, 8)
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-5)
+
+
+def test_translation_speed_compares_batched_with_one_at_a_time(
+    multi30k_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, benchmark_script,
+    keep_threads: None,
+) -> None:
+    monkeypatch.setenv("MULTI30K_DIR", str(multi30k_dir))
+    speed = benchmark_script("translation_speed")
+    saved = tmp_path / "speed.json"
+    assert speed.main(["--sentences", "6", "--beam", "2", "--batch-size", "4", "--threads", "1",
+                       "--json", str(saved)]) == 0
+    result = json.loads(saved.read_text())
+    assert (result["sentences"], result["beam"], result["threads"]) == (6, 2, 1)
+    assert result["batched_seconds"] > 0 and result["single_seconds"] > 0
+    assert result["speedup"] == pytest.approx(result["single_seconds"] /
+                                              result["batched_seconds"])
+    assert result["identical"] == 6

@@ -135,3 +135,33 @@ def test_curves_count_from_one():
 def test_wrong_shapes_raise_value_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def _overlap(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+@pytest.mark.parametrize("tokens", [3, 45])
+def test_attention_grid_titles_never_overlap(tokens):
+    """However long the sentence, panel titles stay clear of each other, of the tick labels
+    and of the figure title, and the query labels do not run into each other."""
+    weights = softmax(np.random.default_rng(1).normal(size=(3, 4, tokens, tokens)))
+    labels = [f"▁Wort{i}" for i in range(tokens)]
+    title = "Cross-attention: " + " ".join(labels) + " → " + " ".join(labels)
+    fig = plot_attention_grid(weights, labels, labels, title=title)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    panels = [ax for ax in fig.axes if ax.images]
+    titles = [ax.title.get_window_extent(renderer) for ax in panels]
+    ticks = [label.get_window_extent(renderer) for ax in panels
+             for label in ax.get_xticklabels() + ax.get_yticklabels()
+             if label.get_visible() and label.get_text()]
+    suptitle = fig._suptitle.get_window_extent(renderer)
+    for i, box in enumerate(titles):
+        assert not any(_overlap(box, other) for other in titles[i + 1:])
+        assert not any(_overlap(box, tick) for tick in ticks)
+        assert not _overlap(box, suptitle)
+    rows = sorted((label.get_window_extent(renderer) for label in panels[0].get_yticklabels()),
+                  key=lambda b: b.y0)
+    assert all(low.y1 <= high.y0 for low, high in zip(rows, rows[1:], strict=False))
+    plt.close(fig)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from transformer_ref.schedule import noam_lambda, noam_rate
+from transformer_ref.schedule import linear_decay_rate, make_lr_lambda, noam_lambda, noam_rate
 
 
 @pytest.mark.parametrize(
@@ -52,3 +52,22 @@ def test_bad_arguments():
         noam_rate(1, 512, 0)
     with pytest.raises(ValueError, match="step"):
         noam_rate(-1, 512, 10)
+
+
+def test_linear_decay_warms_up_like_noam_then_falls_to_zero():
+    peak = noam_rate(100, 256, 100, 0.5)
+    assert linear_decay_rate(50, 256, 100, 300, 0.5) == pytest.approx(peak / 2)
+    assert linear_decay_rate(100, 256, 100, 300, 0.5) == pytest.approx(peak)
+    assert linear_decay_rate(200, 256, 100, 300, 0.5) == pytest.approx(peak / 2)
+    assert linear_decay_rate(300, 256, 100, 300, 0.5) == 0.0
+    assert linear_decay_rate(350, 256, 100, 300, 0.5) == 0.0  # a resumed run past its end
+    assert linear_decay_rate(0, 256, 100, 300) == linear_decay_rate(1, 256, 100, 300)
+
+
+def test_make_lr_lambda_picks_the_decay():
+    assert make_lr_lambda("inverse_sqrt", 64, 10, 50)(30) == noam_rate(30, 64, 10)
+    assert make_lr_lambda("linear", 64, 10, 50)(30) == linear_decay_rate(30, 64, 10, 50)
+    with pytest.raises(ValueError, match="unknown decay 'cosine'"):
+        make_lr_lambda("cosine", 64, 10, 50)
+    with pytest.raises(ValueError, match=r"total_steps \(10\) must be larger than warmup"):
+        make_lr_lambda("linear", 64, 10, 10)

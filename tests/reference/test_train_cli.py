@@ -100,3 +100,46 @@ def test_eval_every_must_not_be_negative(tmp_path):
     proc = train_cli("--task", "reverse", "--device", "cpu", "--out", str(tmp_path),
                      "--eval-every", "-5")
     assert proc.returncode == 2 and "expected 0 or more, got -5" in proc.stderr
+
+
+def test_set_changes_one_setting_and_the_run_records_it(tmp_path):
+    proc = train_cli("--task", "reverse", "--preset", "cpu", "--device", "cpu", "--out",
+                     str(tmp_path), "--max-steps", "3", "--eval-every", "0",
+                     "--set", "dropout=0.25", "--set", "decay=linear", "--set", "warmup=2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "metrics.json").read_text())
+    assert report["settings"] == {"dropout": 0.25, "decay": "linear", "warmup": 2}
+    assert report["model_config"]["dropout"] == 0.25
+    assert report["train_config"]["decay"] == "linear" and report["steps"] == 3
+    assert report["stop_reason"] is None
+    _, ckpt = load_model(tmp_path / "checkpoint.pt")
+    assert ckpt["model_config"]["dropout"] == 0.25
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("bogus=1", "unknown setting 'bogus'; choose one of: N, d_model"),
+    ("warmup=many", "setting warmup must be of type int, like its preset value 100, got 'many'"),
+    ("dropout", "expected NAME=VALUE, got 'dropout'"),
+])
+def test_bad_settings_are_named(tmp_path, setting, message):
+    proc = train_cli("--task", "reverse", "--device", "cpu", "--out", str(tmp_path),
+                     "--set", setting)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_cpu_long_preset_is_for_multi30k_only(tmp_path):
+    proc = train_cli("--task", "reverse", "--preset", "cpu-long", "--out", str(tmp_path))
+    assert proc.returncode == 2
+    assert "the cpu-long preset is for --task multi30k" in proc.stderr
+
+
+def test_every_preset_fixes_its_steps_and_has_no_time_cap():
+    from transformer_ref.presets import PRESETS, TASKS, get_preset
+
+    for task in TASKS:
+        for name in PRESETS:
+            if name == "cpu-long" and task != "multi30k":
+                continue
+            preset = get_preset(task, name)
+            assert preset.train.max_minutes is None and preset.train.max_steps > 0, (task, name)

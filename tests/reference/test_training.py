@@ -97,7 +97,56 @@ def test_history_records_training_seconds_across_a_resume(tmp_path):
     more = TrainConfig(max_steps=50, max_tokens=120, warmup=10, eval_every=10, seed=3)
     resumed = fit(tiny_model(), PAIRS, more, device=torch.device("cpu"), evaluate=lambda m: {},
                   checkpoint_path=path, resume=True, progress=False, log=lambda _m: None)
-    # The clock goes on from the saved training time, as the step count does.
-    assert [entry["step"] for entry in resumed.history] == [40, 50]
-    assert first.train_seconds < resumed.history[0]["train_seconds"]
+    # The history and the clock go on from the saved run, as the step count does.
+    assert [entry["step"] for entry in resumed.history] == [10, 20, 30, 40, 50]
+    assert resumed.history[:3] == first.history
+    assert first.train_seconds < resumed.history[3]["train_seconds"]
     assert resumed.history[-1]["train_seconds"] == resumed.train_seconds
+
+
+def test_progress_reports_and_lines_without_a_terminal(capsys):
+    """Outside a terminal (a notebook, a log file) a run still says how far it is."""
+    reports, lines = [], []
+    cfg = TrainConfig(max_steps=20, max_tokens=120, warmup=10)
+    fit(tiny_model(), PAIRS, cfg, device=torch.device("cpu"), log=lines.append,
+        report_every=5, on_report=reports.append)
+    assert [r["step"] for r in reports] == [5, 10, 15, 20]
+    assert all(r["max_steps"] == 20 and r["train_loss"] > 0 and r["lr"] > 0 for r in reports)
+    assert [r["train_seconds"] for r in reports] == sorted(r["train_seconds"] for r in reports)
+    progress = [line for line in lines if line.startswith("step ")]
+    assert len(progress) == 4 and progress[-1].startswith("step 20/20: train loss ")
+    assert "s to go" in progress[0]
+    # The default: about twenty reports per run; progress=False keeps the lines quiet.
+    lines.clear()
+    fit(tiny_model(), PAIRS, TrainConfig(max_steps=40, max_tokens=120, warmup=10),
+        device=torch.device("cpu"), log=lines.append, progress=False, on_report=reports.append)
+    assert lines == [] and len(reports) == 4 + 20
+
+
+def test_time_cap_stops_early_and_says_why():
+    lines = []
+    cfg = TrainConfig(max_steps=10_000, max_tokens=120, warmup=10, max_minutes=0.02)
+    result = fit(tiny_model(), PAIRS, cfg, device=torch.device("cpu"), progress=False,
+                 log=lines.append)
+    assert result.stopped_early and 0 < result.step < 10_000
+    assert result.stop_reason.startswith("the 0.02-minute time cap was spent after")
+    assert "of 10000 steps" in result.stop_reason
+    assert any(line == f"stopping at step {result.step}: {result.stop_reason}" for line in lines)
+
+
+def test_a_run_that_takes_all_its_steps_has_no_stop_reason():
+    result = fit(tiny_model(), PAIRS, config(5), device=torch.device("cpu"), progress=False,
+                 log=lambda _m: None)
+    assert result.step == 5 and not result.stopped_early and result.stop_reason is None
+
+
+def test_linear_decay_reaches_zero_at_the_last_step():
+    model = tiny_model()
+    rates = []
+    cfg = TrainConfig(max_steps=30, max_tokens=120, warmup=10, decay="linear")
+    fit(model, PAIRS, cfg, device=torch.device("cpu"), progress=False, log=lambda _m: None,
+        report_every=1, on_report=lambda r: rates.append(r["lr"]))
+    assert rates[-1] == 0.0 and max(rates) == pytest.approx(rates[9])
+    assert rates[10:] == sorted(rates[10:], reverse=True)
+    with pytest.raises(ValueError, match="decay must be 'inverse_sqrt' or 'linear'"):
+        TrainConfig(max_steps=3, max_tokens=10, decay="cosine")

@@ -1,5 +1,6 @@
 """The translate command line and translate_sentences, with a tiny untrained model."""
 
+import copy
 import subprocess
 import sys
 
@@ -119,3 +120,47 @@ def test_beam_must_be_positive(checkpoints, capsys):
         translate.main(["--checkpoint", str(path), "--beam", "0", "Hallo"])
     assert info.value.code == 2
     assert "must be a positive integer" in capsys.readouterr().err
+
+
+def test_input_file_and_standard_input_give_one_line_per_line(checkpoints, tmp_path, model, tok):
+    path, _ = checkpoints
+    lines = [SENTENCES[0], "", SENTENCES[1]]
+    source = tmp_path / "sentences.de"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    expected = translate.translate_sentences(model, tok, lines, beam_size=2, max_len=5)
+    assert expected[1] == "" and expected[0] and expected[2]
+    command = [sys.executable, "-m", "transformer_ref.translate", "--checkpoint", str(path),
+               "--beam", "2", "--max-len", "5", "--device", "cpu"]
+    from_file = subprocess.run([*command, "--input", str(source)], capture_output=True,
+                               text=True, timeout=120)
+    assert from_file.returncode == 0, from_file.stderr
+    assert from_file.stdout.split("\n")[:-1] == expected
+    piped = subprocess.run(command, input=source.read_text(encoding="utf-8"),
+                           capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == from_file.stdout
+
+
+def test_sentences_and_input_file_together_are_refused(checkpoints, tmp_path, capsys):
+    path, _ = checkpoints
+    message = run_failing(["--checkpoint", str(path), "--input", str(tmp_path / "x.de"),
+                           "Hallo"], capsys)
+    assert "not both" in message
+
+
+def test_missing_input_file(checkpoints, tmp_path, capsys):
+    path, _ = checkpoints
+    message = run_failing(["--checkpoint", str(path), "--input", str(tmp_path / "x.de")], capsys)
+    assert "x.de: no such file" in message
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_batches_give_what_one_sentence_at_a_time_gives(model, tok, beam_size):
+    """Padding and masks make each output independent of the other sentences of its batch."""
+    sentences = SENTENCES * 3 + ["Ein Mann."]
+    exact = copy.deepcopy(model).double()  # float64: no rounding can flip a near tie
+    together = translate.translate_sentences(exact, tok, sentences, beam_size=beam_size,
+                                             max_len=8, batch_size=4)
+    alone = [translate.translate_sentences(exact, tok, [s], beam_size=beam_size, max_len=8)[0]
+             for s in sentences]
+    assert together == alone

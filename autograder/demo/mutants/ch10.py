@@ -1,4 +1,5 @@
-"""Buggy and valid implementations of the chapter 10 exercise, beam search with a length penalty.
+"""Buggy and valid implementations of the chapter 10 exercises: beam search with a length
+penalty, and translating in padded batches.
 
 The reference (:func:`transformer_ref.decoding.beam_search`) ranks every candidate by
 ``log P / ((5 + length) / 6) ** alpha`` over all ``beam_size * vocab`` continuations of a
@@ -15,10 +16,13 @@ from torch import Tensor, nn
 
 from autograder.demo.mutants import Mutant
 from autograder.exercises.beam_variants import beam_variant
-from transformer_ref.masks import subsequent_mask
-from transformer_ref.vocab import BOS_ID, EOS_ID
+from transformer_ref.batching import pad_sequences
+from transformer_ref.decoding import greedy_decode
+from transformer_ref.masks import make_src_mask, subsequent_mask
+from transformer_ref.vocab import BOS_ID, EOS_ID, PAD_ID
 
 BEAM = "ch10.beam_search"
+BATCHED = "ch10.translate_batched"
 
 
 def _variant(**switches):
@@ -118,6 +122,104 @@ def beam_batched_growing(model, src, src_mask, max_len, beam_size=4, length_pena
     return [row[: row.index(eos_id)] if eos_id in row else row for row in rows]
 
 
+# translate_batched ---------------------------------------------------------------------------
+# The reference sorts the sources by length, pads each batch on the right with pad_id, masks
+# the padding, decodes, and puts every output back at its source's position. The bugs below
+# each break one of these steps; the valid alternatives batch differently but translate the
+# same.
+
+
+def _batched(model, sources, max_len, batch_size, pad_id, decoder, *, order=None,
+             make_mask=make_src_mask, restore=True, left=False, every_batch=True):
+    """Readable batched translation; the keywords switch bugs (and harmless variants) on."""
+    device = next(model.parameters()).device
+    if order is None:
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    stop = len(order) if every_batch else len(order) - batch_size + 1
+    outputs = [None] * len(sources)
+    in_order = []
+    for start in range(0, stop, batch_size):
+        chosen = order[start : start + batch_size]
+        rows = [list(sources[i]) for i in chosen]
+        if left:
+            width = max(map(len, rows))
+            src = torch.tensor([[pad_id] * (width - len(r)) + r for r in rows])
+        else:
+            src = pad_sequences(rows, pad_id)
+        src = src.to(device)
+        hyps = decoder(model, src, make_mask(src, pad_id), max_len)
+        in_order += hyps
+        for i, hyp in zip(chosen, hyps, strict=True):
+            outputs[i] = hyp
+    if not every_batch:
+        return [out for out in outputs if out is not None]
+    return outputs if restore else in_order
+
+
+def batched_no_mask(model, sources, max_len, batch_size=32, pad_id=PAD_ID,
+                    decoder=greedy_decode):
+    """Everything right but the mask: the padding takes part in attention."""
+    def no_mask(src, pad):
+        return torch.ones(src.size(0), 1, 1, src.size(1), dtype=torch.bool, device=src.device)
+
+    return _batched(model, sources, max_len, batch_size, pad_id, decoder, make_mask=no_mask)
+
+
+def batched_mask_for_zero(model, sources, max_len, batch_size=32, pad_id=PAD_ID,
+                          decoder=greedy_decode):
+    """Pads with pad_id but masks id 0, the default padding, whatever pad_id is."""
+    return _batched(model, sources, max_len, batch_size, pad_id, decoder,
+                    make_mask=lambda src, pad: make_src_mask(src))
+
+
+def batched_sorted_outputs(model, sources, max_len, batch_size=32, pad_id=PAD_ID,
+                           decoder=greedy_decode):
+    """Returns the outputs in the order of the source lengths."""
+    return _batched(model, sources, max_len, batch_size, pad_id, decoder, restore=False)
+
+
+def batched_left_padding(model, sources, max_len, batch_size=32, pad_id=PAD_ID,
+                         decoder=greedy_decode):
+    """Pads on the left (and masks it): the real tokens move to later positions."""
+    return _batched(model, sources, max_len, batch_size, pad_id, decoder, left=True)
+
+
+def batched_drops_last_batch(model, sources, max_len, batch_size=32, pad_id=PAD_ID,
+                             decoder=greedy_decode):
+    """Only full batches: the last, smaller one is lost."""
+    return _batched(model, sources, max_len, batch_size, pad_id, decoder, every_batch=False)
+
+
+def batched_unsorted(model, sources, max_len, batch_size=32, pad_id=PAD_ID,
+                     decoder=greedy_decode):
+    """Batches in the order of the sources: more padding, the same translations."""
+    return _batched(model, sources, max_len, batch_size, pad_id, decoder,
+                    order=list(range(len(sources))))
+
+
+def batched_longest_first(model, sources, max_len, batch_size=32, pad_id=PAD_ID,
+                          decoder=greedy_decode):
+    """Longest sentences first, the mask written out by hand."""
+    order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
+
+    def by_hand(src, pad):
+        return (src != pad)[:, None, None, :]
+
+    return _batched(model, sources, max_len, batch_size, pad_id, decoder, order=order,
+                    make_mask=by_hand)
+
+
+def batched_one_by_one(model, sources, max_len, batch_size=32, pad_id=PAD_ID,
+                       decoder=greedy_decode):
+    """Ignores batch_size and decodes every sentence alone: slow, but right."""
+    device = next(model.parameters()).device
+    outputs = []
+    for ids in sources:
+        src = torch.tensor([list(ids)], device=device)
+        outputs.append(decoder(model, src, make_src_mask(src, pad_id), max_len)[0])
+    return outputs
+
+
 MUTANTS = [
     Mutant(BEAM, "no length normalisation", beam_without_length_penalty, False,
            "without length normalisation"),
@@ -140,4 +242,15 @@ MUTANTS = [
     Mutant(BEAM, "ignores bos_id and eos_id", beam_default_special_ids, False, None),
     Mutant(BEAM, "per-sentence loop over Python lists", beam_per_sentence, True),
     Mutant(BEAM, "batched, float64, growing beam", beam_batched_growing, True),
+    Mutant(BATCHED, "no source mask", batched_no_mask, False, "without a source mask"),
+    Mutant(BATCHED, "mask for id 0 whatever pad_id", batched_mask_for_zero, False,
+           "the mask hides id 0"),
+    Mutant(BATCHED, "outputs in the order of the lengths", batched_sorted_outputs, False,
+           "order of the source lengths"),
+    Mutant(BATCHED, "padding on the left", batched_left_padding, False, "pad each batch"),
+    Mutant(BATCHED, "last batch lost", batched_drops_last_batch, False,
+           "last, smaller batch"),
+    Mutant(BATCHED, "batches in source order", batched_unsorted, True),
+    Mutant(BATCHED, "longest first, mask by hand", batched_longest_first, True),
+    Mutant(BATCHED, "one sentence at a time", batched_one_by_one, True),
 ]

@@ -1,4 +1,4 @@
-"""Checks of chapter 10: beam search with a length penalty.
+"""Checks of chapter 10: beam search with a length penalty, and translating in padded batches.
 
 The learner's ``beam_search(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
 eos_id)`` must return exactly the hypotheses of :func:`transformer_ref.decoding.beam_search`:
@@ -16,6 +16,12 @@ logit so that hypotheses end at different lengths, drawn until the expected resu
 from greedy decoding and from ranking without the length penalty. Two hypotheses whose
 normalised scores agree to 1e-4 count as a tie (the reference scores in float32, a learner may
 score in float64), so a different tie-break is never a failure.
+
+The learner's ``translate_batched(model, sources, max_len, batch_size, pad_id, decoder)`` must
+return, in the order of the sources, what greedy decoding gives for each sentence on its own:
+a correct mask makes a translation independent of its batch. The sources have very different
+lengths and come unsorted; the cases are drawn until a missing mask and outputs left in the
+order of the lengths would both be caught.
 
 torch is imported inside the functions, so importing this module stays torch-free.
 """
@@ -57,7 +63,6 @@ BUILDING_BLOCKS = (
     "transformer_ref.targets:make_tgt_mask",
     "transformer_ref.targets:shift_right",
     "transformer_ref.model:make_model",
-    "transformer_ref.attention:store_attention",
     "transformer_ref.vocab",
 )
 
@@ -457,3 +462,163 @@ def _check_beam_search(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     src, src_mask = _sources(rng, 3, vocab, eos_id=eos_id)
     _run(ctx, fn, _Case(ctx.reference, model, src, src_mask, 8, beam_size=3,
                         length_penalty=0.6, bos_id=bos_id, eos_id=eos_id))
+
+
+# ----------------------------------------------------------------------------- batched translation
+
+TRANSLATE_BATCHED = "ch10.translate_batched"
+
+
+def _id_sources(rng: np.random.Generator, count: int, vocab: int, eos_id: int,
+                pad_id: int) -> list[list[int]]:
+    """``count`` sources of very different lengths (2 to 12 ids), shuffled, EOS last.
+
+    No source contains ``pad_id``, and no two have the same length, so the order of the
+    sources differs from their order by length.
+    """
+    symbols = np.array([i for i in range(4, vocab) if i not in (pad_id, eos_id)])
+    lengths = rng.permutation(np.arange(2, 13))[:count]
+    while bool(np.all(np.diff(lengths) > 0)):  # already sorted: the order would not matter
+        lengths = rng.permutation(lengths)
+    return [[int(t) for t in rng.choice(symbols, size=int(n) - 1)] + [eos_id] for n in lengths]
+
+
+def _decode_batches(model: nn.Module, sources: list[list[int]], max_len: int, batch_size: int,
+                    pad_id: int, mask_id: int | None) -> list[list[int]]:
+    """Batches sorted by length as the reference cuts them, masking ``mask_id`` (None: no
+    mask at all); the known bugs' results, for hints."""
+    import torch
+
+    from transformer_ref.batching import pad_sequences
+    from transformer_ref.greedy import greedy_decode
+
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    outputs: list[list[int]] = [[] for _ in sources]
+    for start in range(0, len(order), batch_size):
+        chosen = order[start : start + batch_size]
+        src = pad_sequences([sources[i] for i in chosen], pad_id)
+        keep = torch.ones_like(src, dtype=torch.bool) if mask_id is None else src != mask_id
+        for i, hyp in zip(chosen, greedy_decode(model, src, keep[:, None, None, :], max_len),
+                          strict=True):
+            outputs[i] = hyp
+    return outputs
+
+
+class _BatchCase:
+    """One call of translate_batched: arguments, the expected outputs and known-bug outputs."""
+
+    def __init__(self, reference: Callable[..., Any], model: nn.Module,
+                 sources: list[list[int]], max_len: int, batch_size: int | None,
+                 pad_id: int | None) -> None:
+        from transformer_ref.vocab import PAD_ID
+
+        self.model, self.sources, self.max_len = model, sources, max_len
+        self.batch_size, self.pad_id = batch_size, pad_id
+        pad = PAD_ID if pad_id is None else pad_id
+        # Each sentence on its own: what every batching must give.
+        self.expected = reference(model, sources, max_len, 1, pad)
+        size = len(sources) if batch_size is None else batch_size
+        self.by_length = [self.expected[i]
+                          for i in sorted(range(len(sources)), key=lambda i: len(sources[i]))]
+        self.unmasked = _decode_batches(model, sources, max_len, size, pad, None)
+        self.zero_masked = _decode_batches(model, sources, max_len, size, pad, 0)
+
+    def args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        args: tuple[Any, ...] = (self.model, self.sources, self.max_len)
+        if self.batch_size is not None:
+            args += (self.batch_size,)
+        return args, {} if self.pad_id is None else {"pad_id": self.pad_id}
+
+    def describe(self) -> str:
+        shown = [repr(self.model), f"sources (lengths {[len(s) for s in self.sources]})",
+                 f"max_len={self.max_len}"]
+        if self.batch_size is not None:
+            shown.append(f"batch_size={self.batch_size}")
+        if self.pad_id is not None:
+            shown.append(f"pad_id={self.pad_id}")
+        return f"translate_batched({', '.join(shown)})"
+
+
+def _batch_hint(case: _BatchCase, got: list[list[int]]) -> str:
+    """A sentence that names the known bug ``got`` shows, or general advice."""
+    if got == case.by_length:
+        return ("these are the right translations in the order of the source lengths; put "
+                "each output back at the position of its source.")
+    # With another pad_id, a mask for id 0 hides nothing: test that reading first.
+    if case.pad_id not in (None, 0) and got == case.zero_masked:
+        return (f"the mask hides id 0, but the padding here is pad_id={case.pad_id}: pad with "
+                f"pad_id and build the mask with make_src_mask(src, pad_id).")
+    if got == case.unmasked:
+        return ("these are the translations without a source mask: the padding takes part in "
+                "attention. Build the mask with make_src_mask(src, pad_id).")
+    return ("pad each batch on the right with pad_id, mask exactly the padding, decode with "
+            "decoder(model, src, src_mask, max_len), and return the outputs in the order of "
+            "the sources.")
+
+
+def _run_batched(fn: Callable[..., Any], case: _BatchCase) -> None:
+    """Call the learner on ``case`` and compare with every sentence decoded alone."""
+    what = case.describe()
+    args, kwargs = case.args()
+    got = call_torch(fn, *args, name="translate_batched", **kwargs)
+    count = len(case.sources)
+    if isinstance(got, (list, tuple)) and len(got) < count:
+        fail(f"{what} returned {len(got)} outputs for {count} sources: every source needs one. "
+             f"Was the last, smaller batch left out? range(0, len(order), batch_size) visits "
+             f"every start.")
+    rows = _id_lists(got, count, what)
+    wrong = [b for b, (row, expected) in enumerate(zip(rows, case.expected, strict=True))
+             if row != expected]
+    if wrong:
+        b = wrong[0]
+        fail(f"{what}: {len(wrong)} of {count} outputs differ from the sentence translated on "
+             f"its own; source {b} (length {len(case.sources[b])}): expected "
+             f"{case.expected[b]}, got {rows[b]}. Hint: {_batch_hint(case, rows)}")
+
+
+def _telling_case(ctx: CheckContext, vocab: int, batch_size: int | None,
+                  pad_id: int | None) -> _BatchCase:
+    """A case whose outputs change when they come back in the order of the lengths, and (for
+    batches of more than one sentence) when the padding is not masked; drawn until one is
+    found, at most ``DRAWS`` times, so that these bugs cannot pass by chance."""
+    from transformer_ref.vocab import EOS_ID, PAD_ID
+
+    rng = ctx.rng
+    case = None
+    for _ in range(DRAWS):
+        model = _random_model(rng, vocab, eos_id=EOS_ID, eos_bias=float(rng.uniform(0.5, 2.0)))
+        sources = _id_sources(rng, int(rng.integers(6, 9)), vocab, EOS_ID,
+                              PAD_ID if pad_id is None else pad_id)
+        case = _BatchCase(ctx.reference, model, sources, int(rng.integers(6, 10)), batch_size,
+                          pad_id)
+        padded = batch_size != 1
+        if case.by_length != case.expected and (case.unmasked != case.expected or not padded):
+            break
+    return case
+
+
+@register(
+    TRANSLATE_BATCHED,
+    title="Translating in padded batches",
+    points=3,
+    difficulty="medium",
+    minutes=30,
+    reference="transformer_ref.batch_translation:translate_batched",
+    allowed=(*BUILDING_BLOCKS, "transformer_ref.batching:pad_sequences"),
+    builders=("transformer_ref.model:make_model",),
+)
+def check_translate_batched(ctx: CheckContext, fn: Callable[..., Any]) -> None:
+    """``translate_batched(model, sources, max_len, batch_size=32, pad_id=PAD_ID,
+    decoder=greedy_decode)`` returns, in the order of the sources, what greedy decoding gives
+    for each sentence on its own: with batches of a few sentences, of one, of all of them (and
+    the default size), and with a ``pad_id`` other than 0. The sources have very different
+    lengths, and the cases are drawn so that unmasked padding changes the outputs."""
+    with one_thread():
+        rng = ctx.rng
+        vocab = int(rng.integers(10, 15))
+        _run_batched(fn, _telling_case(ctx, vocab, int(rng.integers(2, 4)), None))
+        _run_batched(fn, _telling_case(ctx, vocab, 1, None))
+        _run_batched(fn, _telling_case(ctx, vocab, 50, None))
+        _run_batched(fn, _telling_case(ctx, vocab, None, None))
+        other_pad = int(rng.integers(4, vocab - 1))
+        _run_batched(fn, _telling_case(ctx, vocab, int(rng.integers(2, 4)), other_pad))
