@@ -404,6 +404,32 @@ def finished_list_beam_search(model, src, src_mask, max_len, beam_size=4, length
     return results
 
 
+# --- RNN packing tutorials: longest first, pad_sequence, then the original order back ------
+
+
+def packing_style_translate_batched(model, sources, max_len, batch_size=32, pad_id=PAD_ID,
+                                    decoder=None):
+    """Batches sorted longest first (as ``pack_padded_sequence`` wants them), padded with
+    ``nn.utils.rnn.pad_sequence``, and put back into the input order by the sort's indices."""
+    from transformer_ref.decoding import greedy_decode
+
+    decoder = decoder or greedy_decode
+    lengths = torch.tensor([len(s) for s in sources])
+    sorted_idx = torch.argsort(lengths, descending=True, stable=True).tolist()
+    device = next(model.parameters()).device
+    decoded: list[list[int]] = []
+    for start in range(0, len(sorted_idx), batch_size):
+        batch = [torch.tensor(sources[i]) for i in sorted_idx[start:start + batch_size]]
+        src = nn.utils.rnn.pad_sequence(batch, batch_first=True, padding_value=pad_id)
+        src = src.to(device)
+        src_mask = (src != pad_id).unsqueeze(1).unsqueeze(2)
+        decoded += decoder(model, src, src_mask, max_len)
+    restored: list[list[int]] = [[] for _ in sources]
+    for position, index in enumerate(sorted_idx):
+        restored[index] = decoded[position]
+    return restored
+
+
 TUTORIAL_STYLE = [
     Mutant("ch07.multi_head_attention", "Annotated Transformer: attention() and a loop over "
            "the projections", AnnotatedMultiHeadedAttention, True),
@@ -442,4 +468,6 @@ TUTORIAL_STYLE = [
            seq2seq_greedy_decode, True),
     Mutant("ch10.beam_search", "a list of finished hypotheses", finished_list_beam_search,
            False, "moved out of the beam"),
+    Mutant("ch10.translate_batched", "RNN packing tutorials: longest first, pad_sequence",
+           packing_style_translate_batched, True),
 ]

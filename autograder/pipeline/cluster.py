@@ -28,6 +28,7 @@ import hashlib
 import logging
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -74,7 +75,10 @@ def grading_client(jobs: int = 1, scheduler: str | None = None) -> Iterator[Clie
 
     with dask.config.set(CLIENT_CONFIG), contextlib.ExitStack() as stack:
         if scheduler is None:
-            with dask.config.set(LOCAL_CONFIG):
+            # The scheduler's and workers' scratch space goes when the cluster does (Dask's
+            # default, <tmp>/dask-scratch-space, would outlive every run).
+            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="grading-"))
+            with dask.config.set({**LOCAL_CONFIG, "temporary-directory": scratch}):
                 # No dashboard; the scheduler's HTTP endpoints (health, metrics) on a free
                 # port rather than 8787, which another cluster may hold.
                 cluster = stack.enter_context(LocalCluster(

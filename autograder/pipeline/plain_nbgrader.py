@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -66,15 +65,18 @@ class SandboxedAutograde(NotebookExporter):
         converter = self.parent
         if resources is None or not getattr(converter, "_sanitizing", False):
             return super().from_filename(filename, resources, **kw)
-        from autograder.pipeline.grade import Task, _store, grade_safely
+        from autograder.pipeline.cluster import versions
+        from autograder.pipeline.grade import _store, grade_safely, pack
         from autograder.sandbox.launcher import Limits
 
         course = course_of(converter.coursedir)
         student = resources["nbgrader"]["student"]
         chapter = resources["nbgrader"]["assignment"]
         self.log.info("Grading %s of %s in the sandbox", chapter, student)
-        outcome = grade_safely(Task(student, chapter, filename, str(course.root),
-                                    str(course.folder), asdict(Limits())))
+        # Graded in this process, as one learner of `autograde --jobs 1` would be on its worker.
+        outcome = grade_safely(pack(course, student, chapter, limits=Limits(),
+                                    root=str(course.root),
+                                    versions=versions(course.root, chapter)))
         summary = _store(outcome, course.config(), course)
         self.log.info("%s scored %g of %g autograded point(s)", student, summary.score,
                       summary.max_score)

@@ -603,7 +603,7 @@ MUTANTS = [
     Mutant(EXERCISE_MHA, "dropout on the values", AttentionDropoutOnValues, False,
            "dropout acts after the weights meet the values", every_secret=True),
     Mutant(EXERCISE_MHA, "dropout on the scores", AttentionDropoutOnScores, False,
-           "not the eval-mode values", every_secret=True),
+           "after the softmax", every_secret=True),
     Mutant(EXERCISE_MHA, "no dropout on the weights", AttentionNoDropout, False,
            "no value was dropped", every_secret=True),
     Mutant(EXERCISE_MHA, "dropout p typed in", AttentionFixedDropout, False,
