@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -55,10 +57,39 @@ def beam_search(
     check_source(src, src_mask, where)
     max_len = check_max_len(model, max_len, where)
     k = require_int(beam_size, "beam_size", where, minimum=1)
-    batch, device = src.size(0), src.device
+    batch = src.size(0)
 
     memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)  # (B*k, S, d)
     mask = src_mask.repeat_interleave(k, dim=0)  # (B*k, 1, 1, S)
+    # The k rows of a sentence share one source, so reordering them needs nothing here.
+    return beam_loop(lambda ys: next_log_probs(model, ys, memory, mask), lambda rows: None,
+                     batch, k, max_len, length_penalty, bos_id, eos_id, src.device)
+
+
+def beam_loop(
+    step: Callable[[Tensor], Tensor],
+    reorder: Callable[[Tensor], None],
+    batch: int,
+    k: int,
+    max_len: int,
+    length_penalty: float,
+    bos_id: int,
+    eos_id: int,
+    device: torch.device,
+) -> list[list[int]]:
+    """The beam search loop of :func:`beam_search` over any next-token scorer.
+
+    Args:
+        step: Long prefixes ``(batch * k, t)`` -> log-probabilities ``(batch * k, V)`` of the
+            next token; rows ``b * k .. b * k + k - 1`` are sentence ``b``'s hypotheses.
+        reorder: told, before the next ``step``, which old row each new row continues (Long
+            ``(batch * k,)``), so that a scorer with state can follow the hypotheses.
+        batch, k, max_len, length_penalty, bos_id, eos_id, device: as for
+            :func:`beam_search` (``k`` is ``beam_size``).
+
+    Returns:
+        ``batch`` lists of ids, without BOS and cut before the first EOS.
+    """
     ys = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)
     # Summed log-probabilities. Only the first hypothesis is live at the start, otherwise the
     # k identical copies would fill the beam with duplicates.
@@ -66,9 +97,10 @@ def beam_search(
     raw[:, 0] = 0.0
     lengths = torch.zeros(batch, k, dtype=torch.long, device=device)
     finished = torch.zeros(batch, k, dtype=torch.bool, device=device)
+    first_row = torch.arange(batch, device=device)[:, None] * k  # (B, 1)
 
-    for step in range(1, max_len + 1):
-        log_probs = next_log_probs(model, ys, memory, mask)  # (B*k, V)
+    for step_number in range(1, max_len + 1):
+        log_probs = step(ys)  # (B*k, V)
         vocab = log_probs.size(-1)
         log_probs = log_probs.view(batch, k, vocab)
         # A finished hypothesis has one continuation, EOS again, that costs nothing; dead
@@ -79,7 +111,7 @@ def beam_search(
         log_probs = torch.where(ended[..., None], frozen, log_probs)
 
         cand_raw = raw[..., None] + log_probs  # (B, k, V)
-        cand_len = torch.where(ended, lengths, torch.full_like(lengths, step))
+        cand_len = torch.where(ended, lengths, torch.full_like(lengths, step_number))
         cand_score = cand_raw / length_penalty_factor(cand_len, length_penalty)[..., None]
         _, index = cand_score.view(batch, k * vocab).topk(k, dim=-1)  # (B, k)
         origin, token = index // vocab, index % vocab
@@ -91,6 +123,7 @@ def beam_search(
         ys = torch.cat([history, token[..., None]], dim=-1).view(batch * k, -1)
         if bool((finished | torch.isinf(raw)).all()):
             break
+        reorder((first_row + origin).view(-1))
 
     score = raw / length_penalty_factor(lengths, length_penalty)
     best = score.argmax(dim=-1)  # (B,)

@@ -7,7 +7,9 @@ first EOS. Put the model in evaluation mode first (``model.eval()``) so dropout 
 The model only has to offer ``encode(src, src_mask)``, ``decode(tgt_in, memory, src_mask,
 tgt_mask)`` and ``generator(hidden)`` (raw logits), as
 :class:`transformer_ref.modules.EncoderDecoder` does. The decoder is re-run on the whole prefix
-at every step (no key/value cache), which keeps the code short at a cost of ``O(T^2)`` work.
+at every step (no key/value cache), which keeps the code short at a cost of ``O(T^2)`` work;
+:mod:`transformer_ref.kv_cache` has the same two decoders with a cache, which the translate
+command uses.
 
 This module gathers them in one place to import from. Each part lives in a module of its own
 (named below), so that the grader can give a learner's code the building blocks of earlier

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -81,10 +83,32 @@ def greedy_decode(
     check_source(src, src_mask, "greedy_decode")
     max_len = check_max_len(model, max_len, "greedy_decode")
     memory = model.encode(src, src_mask)
-    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+    return greedy_loop(lambda ys: next_log_probs(model, ys, memory, src_mask),
+                       src.size(0), max_len, bos_id, eos_id, src.device)
+
+
+def greedy_loop(
+    step: Callable[[Tensor], Tensor],
+    batch: int,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    device: torch.device,
+) -> list[list[int]]:
+    """The greedy decoding loop over any next-token scorer.
+
+    Args:
+        step: Long prefixes ``(B, t)`` -> log-probabilities ``(B, V)`` of the next token; it
+            is called with prefixes that grow by one token per call.
+        batch, max_len, bos_id, eos_id, device: as for :func:`greedy_decode`.
+
+    Returns:
+        ``batch`` lists of ids, without BOS and cut before the first EOS.
+    """
+    ys = torch.full((batch, 1), bos_id, dtype=torch.long, device=device)
+    done = torch.zeros(batch, dtype=torch.bool, device=device)
     for _ in range(max_len):
-        next_ids = next_log_probs(model, ys, memory, src_mask).argmax(dim=-1)
+        next_ids = step(ys).argmax(dim=-1)
         # Sentences that already ended keep emitting EOS, which the final cut removes.
         next_ids = next_ids.masked_fill(done, eos_id)
         ys = torch.cat([ys, next_ids[:, None]], dim=1)

@@ -30,10 +30,9 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from transformer_ref.batch_translation import Decoder, translate_batched
-from transformer_ref.beam import beam_search
 from transformer_ref.checkpoint import load_model
 from transformer_ref.device import resolve_device
-from transformer_ref.greedy import greedy_decode
+from transformer_ref.kv_cache import cached_beam_search, cached_greedy_decode
 from transformer_ref.tokenizer import check_special_ids, decode, encode_batch
 from transformer_ref.validation import require_int
 
@@ -43,11 +42,15 @@ EXTRA_OUTPUT_TOKENS = 50
 
 
 def batch_decoder(beam_size: int, length_penalty: float = 0.6) -> Decoder:
-    """Greedy decoding for ``beam_size == 1``, else the batched beam search with these options."""
+    """Greedy decoding for ``beam_size == 1``, else the batched beam search with these options.
+
+    Both keep a key/value cache (:mod:`transformer_ref.kv_cache`) for models that allow it.
+    """
     beam_size = require_int(beam_size, "beam_size", "batch_decoder", minimum=1)
     if beam_size == 1:
-        return greedy_decode
-    return functools.partial(beam_search, beam_size=beam_size, length_penalty=length_penalty)
+        return cached_greedy_decode
+    return functools.partial(cached_beam_search, beam_size=beam_size,
+                             length_penalty=length_penalty)
 
 
 def translate_sentences(
