@@ -1,15 +1,18 @@
 """Time to grade one PyTorch notebook (chapters 7-10), today's grader against an older one.
 
 Each chapter's honest submission (the release with the course's solutions pasted in, as the
-sample class writes them) is collected into a fresh course folder and graded with
-``python -m autograder autograde CHAPTER --jobs 1``, ``--repeats`` times after one unmeasured
-run (which records the chapter in the gradebook and warms the file cache). Two figures, medians:
+sample class writes them), copied for ``--learners`` learners, is collected into a fresh course
+folder and graded with ``python -m autograder autograde CHAPTER --jobs 1``, ``--repeats`` times
+after one unmeasured run (which records the chapter in the gradebook and warms the file
+cache). Two figures, medians:
 
-* grading: the seconds the grader reports for the learner in its summary table (whole
-  seconds): restoring, executing and verifying the notebook and storing the result;
-* command: the wall time of the whole command, which adds Python start-up, imports and, for
-  today's grader, starting and stopping its one-worker cluster (a cost per run, not per
-  notebook).
+* grading: the seconds the grader reports for a learner in its summary table (whole seconds):
+  restoring, executing and verifying the notebook and storing the result. The median over the
+  learners of a run is what grading a class costs per notebook: the first learner a grader
+  process meets also pays its one-time imports, the others do not;
+* command: the wall time of the whole command divided by the number of learners, which adds
+  Python start-up, imports and, for today's grader, starting and stopping its one-worker
+  cluster (a cost per run, not per notebook).
 
 With ``--baseline-rev REV`` a temporary ``git worktree`` of REV grades the same notebooks with
 its own grader and its own solutions and release, alternating with this checkout chapter by
@@ -48,13 +51,15 @@ CHAPTERS = ("ch07_pytorch_modules", "ch08_decoder_and_model", "ch09_training",
 LEARNER = "honest"
 
 
-def write_submissions(inbox: Path, chapters: list[str]) -> None:
-    """``inbox/honest/<chapter>/<chapter>.ipynb``: every exercise answered with the solution."""
+def write_submissions(inbox: Path, chapters: list[str], learners: int) -> None:
+    """``inbox/honestN/<chapter>/<chapter>.ipynb``: every exercise answered with the solution."""
     for name in chapters:
         chapter = load_chapter(name)
-        path = inbox / LEARNER / name / f"{name}.ipynb"
-        path.parent.mkdir(parents=True)
-        nbformat.write(work(chapter, dict.fromkeys(chapter.exercises, SOLUTION)), path)
+        answered = work(chapter, dict.fromkeys(chapter.exercises, SOLUTION))
+        for n in range(1, learners + 1):
+            path = inbox / f"{LEARNER}{n}" / name / f"{name}.ipynb"
+            path.parent.mkdir(parents=True)
+            nbformat.write(answered, path)
 
 
 @dataclass(frozen=True)
@@ -83,26 +88,34 @@ def autograder(side: Side, *args: str, env: dict[str, str]) -> subprocess.Comple
 
 @dataclass(frozen=True)
 class Run:
-    """One ``autograde CHAPTER --jobs 1`` of the learner."""
+    """One ``autograde CHAPTER --jobs 1`` of the learners."""
 
-    grading: float  # seconds the grader reports for the learner
-    command: float  # wall seconds of the command
-    score: str  # "points/max"
+    grading: float  # median seconds the grader reports per learner
+    command: float  # wall seconds of the command per learner
+    score: str  # "points/max" (the lowest of the learners')
 
 
-def time_grading(side: Side, course_dir: Path, chapter: str, env: dict[str, str]) -> Run:
+def time_grading(side: Side, course_dir: Path, chapter: str, env: dict[str, str],
+                 learners: int) -> Run:
     start = time.perf_counter()
     done = autograder(side, "autograde", chapter, "--jobs", "1", "--course-dir",
                       str(course_dir), env=env)
     seconds = time.perf_counter() - start
     # Today's table has auto, by-hand and total columns; f909db6's had one score. The first
     # is the automatic score either way, which an honest notebook gets in full.
-    row = re.search(rf"^{LEARNER}\s+{chapter}\s+(\S+)\s+(?:\S+\s+\S+\s+)?(\d+)s\s", done.stdout,
-                    re.M)
-    if done.returncode != 0 or row is None:
+    rows = re.findall(rf"^{LEARNER}\d+\s+{chapter}\s+(\S+)\s+(?:\S+\s+\S+\s+)?(\d+)s\s",
+                      done.stdout, re.M)
+    if done.returncode != 0 or len(rows) != learners:
         raise RuntimeError(f"autograde {chapter} with {side.label} failed:\n"
                            f"{done.stdout[-1000:]}\n{done.stderr[-2000:]}")
-    return Run(float(row.group(2)), seconds, row.group(1))
+    scores = sorted((row[0] for row in rows), key=lambda score: fraction(score))
+    return Run(statistics.median(float(row[1]) for row in rows), seconds / learners, scores[0])
+
+
+def fraction(score: str) -> float:
+    """``"7/10"`` -> 0.7."""
+    points, total = score.split("/")
+    return float(points) / float(total)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,11 +126,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="also grade with the grader of this git revision, e.g. f909db6")
     parser.add_argument("--repeats", type=int, default=1,
                         help="measured runs per chapter and side (default 1)")
+    parser.add_argument("--learners", type=int, default=3,
+                        help="honest learners graded in each run (default 3)")
     parser.add_argument("--full", action="store_true",
                         help="run the notebooks in full mode, as learners do (slower)")
     args = parser.parse_args(argv)
-    if args.repeats < 1:
-        parser.error("--repeats must be 1 or more")
+    if args.repeats < 1 or args.learners < 1:
+        parser.error("--repeats and --learners must be 1 or more")
 
     # nbgrader runs this environment's alembic command, whichever Python grades.
     scripts = str(Path(sys.executable).parent)
@@ -139,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                                             "--force", str(baseline)], check=False)
             sides.insert(0, baseline_side(args.baseline_rev, baseline, workspace / "venv"))
         inbox = workspace / "inbox"
-        write_submissions(inbox, args.chapters)
+        write_submissions(inbox, args.chapters, args.learners)
         runs: dict[tuple[str, str], list[Run]] = {}
         for chapter in args.chapters:
             for side in sides:
@@ -148,14 +163,17 @@ def main(argv: list[str] | None = None) -> int:
                                        "--course-dir", str(course_dir), env=env)
                 if collected.returncode != 0:
                     raise RuntimeError(f"collect with {side.label} failed:\n{collected.stderr}")
-                time_grading(side, course_dir, chapter, env)  # unmeasured first run
-                runs[side.label, chapter] = [time_grading(side, course_dir, chapter, env)
-                                             for _ in range(args.repeats)]
+                time_grading(side, course_dir, chapter, env, args.learners)  # unmeasured
+                runs[side.label, chapter] = [
+                    time_grading(side, course_dir, chapter, env, args.learners)
+                    for _ in range(args.repeats)
+                ]
 
     labels = [side.label for side in sides]
     mode = "full" if args.full else "fast"
-    print(f"seconds to grade one honest notebook with autograde --jobs 1 ({mode} mode, median "
-          f"of {args.repeats}): the grader's own time for the learner, then the whole command")
+    print(f"seconds to grade one honest notebook with autograde --jobs 1 ({mode} mode, "
+          f"{args.learners} learners a run, median of {args.repeats} runs): the grader's own "
+          f"time per learner (median), then the whole command per learner")
     print("chapter".ljust(24) + "".join(f"{label + ' grading':>18}{label + ' command':>18}"
                                         for label in labels) + "  score")
     medians = {key: (statistics.median(r.grading for r in value),
@@ -165,15 +183,18 @@ def main(argv: list[str] | None = None) -> int:
                         for label in labels)
         scores = ", ".join(dict.fromkeys(runs[label, chapter][-1].score for label in labels))
         print(chapter.ljust(24) + cells + "  " + scores)
-    if len(labels) == 2:
-        grading, command = ([sum(medians[label, c][i] for c in args.chapters) for label in labels]
+    partial = sorted(key for key, value in runs.items() if fraction(value[-1].score) < 1)
+    # A grader that stops early is fast for nothing: compare chapters both graded in full.
+    compared = [c for c in args.chapters if all((label, c) not in partial for label in labels)]
+    if len(labels) == 2 and compared:
+        grading, command = ([sum(medians[label, c][i] for c in compared) for label in labels]
                             for i in (0, 1))
-        print(f"all chapters, grading: {grading[0]:.0f} s with {labels[0]}, {grading[1]:.0f} s "
+        which = ("all chapters" if compared == list(args.chapters)
+                 else "chapters both graded in full (" + ", ".join(compared) + ")")
+        print(f"{which}, grading: {grading[0]:.0f} s with {labels[0]}, {grading[1]:.0f} s "
               f"today; ratio {grading[1] / grading[0]:.2f} (goal <= 1.5)")
-        print(f"all chapters, command: {command[0]:.1f} s with {labels[0]}, {command[1]:.1f} s "
+        print(f"{which}, command: {command[0]:.1f} s with {labels[0]}, {command[1]:.1f} s "
               f"today; ratio {command[1] / command[0]:.2f}")
-    partial = sorted(key for key, value in runs.items()
-                     if value[-1].score.split("/")[0] != value[-1].score.split("/")[-1])
     for label, chapter in partial:
         print(f"NOTE: {label} did not give {chapter} full marks ({runs[label, chapter][-1].score});"
               " its time is not that of a complete grading")

@@ -21,6 +21,7 @@ what must agree; the grader refuses workers that differ).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import fnmatch
 import functools
@@ -109,21 +110,23 @@ def grading_client(jobs: int = 1, scheduler: str | None = None) -> Iterator[Clie
         yield client
 
 
-def in_order(client: Client, items: Sequence[T],
-             submit: Callable[[T], Future]) -> Iterator[tuple[T, Future]]:
+def in_order(client: Client, items: Sequence[T], submit: Callable[[T], Future],
+             ) -> Iterator[tuple[T, concurrent.futures.Future]]:
     """Run ``submit(item)`` for every item, one item per worker at a time; yield each item with
     its finished future, in the order of ``items``.
 
     A new item is submitted as soon as one finishes, up to the number of workers the cluster
     has at that moment (at least one), so that an idle worker never waits and a busy one is not
     handed a second learner that its death would take with it (only a learner whose worker
-    died may have to wait on a busy one).
+    died may have to wait on a busy one). Each result is fetched as soon as its task finishes
+    and yielded as a settled :class:`concurrent.futures.Future` (its value, or the error that
+    ended the task).
     """
     from distributed import as_completed
 
     pending = iter(enumerate(items))
     running: dict[Future, int] = {}
-    finished: dict[int, Future] = {}
+    finished: dict[int, concurrent.futures.Future] = {}
     completed = as_completed()
 
     def top_up() -> None:
@@ -137,11 +140,26 @@ def in_order(client: Client, items: Sequence[T],
     top_up()
     ready = 0
     for future in completed:
-        finished[running.pop(future)] = future
+        finished[running.pop(future)] = _settled(future)
         top_up()
         while ready in finished:
             yield items[ready], finished.pop(ready)
             ready += 1
+
+
+def _settled(future: Future) -> concurrent.futures.Future:
+    """The outcome of a finished task, fetched now, and the task released: no worker keeps the
+    result, so a worker that dies later cannot take a finished learner with it (Dask would
+    grade that learner again to rebuild the lost result)."""
+    settled: concurrent.futures.Future = concurrent.futures.Future()
+    try:
+        settled.set_result(future.result())
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # the task's error, KilledWorker, or a cancelled task
+        settled.set_exception(exc)
+    future.release()
+    return settled
 
 
 def on_one_thread() -> None:

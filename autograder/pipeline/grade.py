@@ -9,9 +9,10 @@ For each learner (:func:`grade_submission`):
    (:func:`~autograder.pipeline.restore.restore_test_cells`), then
    put the hidden tests of the source notebook back into them;
 3. execute the restored copy in the sandbox
-   (:func:`~autograder.sandbox.launcher.execute_notebook`);
+   (:func:`~autograder.sandbox.launcher.execute_notebook`); meanwhile the learner processes
+   of step 4 start and run the solution cells, so that their start-up costs no extra time;
 4. verify every graded function outside the kernel
-   (:func:`~autograder.pipeline.verify.verify_exercises`); a graded cell
+   (:class:`~autograder.pipeline.verify.Verification`); a graded cell
    the kernel passed but the verification does not confirm scores 0 and is flagged; the
    static audit's findings (:mod:`autograder.pipeline.audit`) become ``audit:<category>`` flags;
 5. remove what learners must not see (hidden tests, tracebacks of graded cells) and return the
@@ -233,7 +234,7 @@ def grade_submission(task: Task) -> Outcome:
     from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
     from autograder.pipeline.restore import restore_test_cells
-    from autograder.pipeline.verify import kernel_course_folder, verify_exercises
+    from autograder.pipeline.verify import Verification, kernel_course_folder
     from autograder.sandbox.launcher import execute_notebook
 
     started = time.monotonic()
@@ -266,19 +267,22 @@ def grade_submission(task: Task) -> Outcome:
         for item in release_dir.iterdir():  # data files the chapter needs, from the release
             if item.is_file() and item.suffix != ".ipynb":
                 shutil.copy2(item, files)
-        result = execute_notebook(restored, files, learner,
-                                  secret=kernel_secret(task.student, chapter),
-                                  course=kernel_course_folder())
-        # How a cell's prints reach the notebook, as one stream output or several, depends on
-        # timing: merged, grading the same submission again gives the same notebook.
-        executed, _ = CoalesceStreamsPreprocessor().preprocess(result.notebook, {})
-        flags += _execution_flags(result, set(ids))
-        passed = _kernel_passes(executed, result)
-        # Verification confirms the kernel's passes; with none there is nothing to confirm (and
-        # a notebook that hangs would only hang again).
         # The restored notebook: its cells have the release's nbgrader roles.
-        verified = verify_exercises(chapter, restored, learner, source_nb=source_nb,
-                                    files=files) if passed else {}
+        with Verification(chapter, restored, learner, source_nb=source_nb,
+                          files=files) as verification:
+            # The learner processes run the solution cells while the kernel runs the notebook.
+            verification.start()
+            result = execute_notebook(restored, files, learner,
+                                      secret=kernel_secret(task.student, chapter),
+                                      course=kernel_course_folder())
+            # How a cell's prints reach the notebook, as one stream output or several, depends
+            # on timing: merged, grading the same submission again gives the same notebook.
+            executed, _ = CoalesceStreamsPreprocessor().preprocess(result.notebook, {})
+            flags += _execution_flags(result, set(ids))
+            passed = _kernel_passes(executed, result)
+            # Verification confirms the kernel's passes; with none there is nothing to confirm
+            # (and a notebook that hangs would only hang again).
+            verified = verification.results() if passed else {}
         flags += _budget_flags(learner, result)
     for check in verified.values():
         flags += list(check.flags)

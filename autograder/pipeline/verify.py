@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -351,15 +352,56 @@ def verify_exercises(
     Raises:
         ValueError: unknown chapter.
     """
-    chapter = chapter_id(chapter)
-    exercises = [e for e in all_exercises() if e.chapter == chapter]
-    if source_nb is None:
-        source_nb = nbformat.read(Course.of().source_notebook(chapter), as_version=4)
-    cells = learner_cells(submitted_nb)
-    results: dict[str, VerifiedResult] = {}
-    for group in plan(exercises):
-        results.update(_Group(group, cells, source_nb, learner, files).verify())
-    return results
+    with Verification(chapter, submitted_nb, learner, source_nb=source_nb,
+                      files=files) as verification:
+        return verification.results()
+
+
+class Verification:
+    """The learner processes that grade one submission (:func:`verify_exercises`, same
+    arguments), which :meth:`start` may start ahead of :meth:`results`: they then run the
+    solution cells while the grader does other work, such as running the notebook.
+
+    Use it as a context manager: leaving it stops every process and removes their folders.
+    """
+
+    def __init__(self, chapter: str, submitted_nb: NotebookNode, learner: Learner, *,
+                 source_nb: NotebookNode | None = None,
+                 files: str | Path | None = None) -> None:
+        chapter = chapter_id(chapter)
+        exercises = [e for e in all_exercises() if e.chapter == chapter]
+        if source_nb is None:
+            source_nb = nbformat.read(Course.of().source_notebook(chapter), as_version=4)
+        cells = learner_cells(submitted_nb)
+        self.groups: list[_Group] = []
+        try:
+            for group in plan(exercises):
+                self.groups.append(_Group(group, cells, source_nb, learner, files))
+        except BaseException:
+            self.close()
+            raise
+
+    def start(self) -> None:
+        """Start the first process of every group without waiting for it."""
+        for group in self.groups:
+            group.start_early()
+
+    def results(self) -> dict[str, VerifiedResult]:
+        """``{exercise_id: VerifiedResult}`` for every registered exercise of the chapter."""
+        results: dict[str, VerifiedResult] = {}
+        for group in self.groups:
+            results.update(group.verify())
+        return results
+
+    def close(self) -> None:
+        for group in self.groups:
+            group.close()
+
+    def __enter__(self) -> Verification:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def process_spec(exercises: list[Exercise], cells: list[dict[str, str]],
@@ -399,40 +441,59 @@ class _Group:
                  source_nb: NotebookNode, learner: Learner, files: str | Path | None) -> None:
         self.exercises, self.cells, self.learner, self.files = exercises, cells, learner, files
         self.spec, self.modules = process_spec(exercises, cells, source_nb)
+        self.folder = course_folder(self.modules)
         # The solution cells themselves never finished: starting again would only repeat that.
         self.start_failure: str | None = None
+        self.jobs = contextlib.ExitStack()
+        self.early: LearnerProcess | None = None
+
+    def start_early(self) -> None:
+        """Start the first learner process now; :meth:`verify` takes it up later."""
+        self.early = self._spawn()
 
     def verify(self) -> dict[str, VerifiedResult]:
-        folder = course_folder(self.modules)
         results: dict[str, VerifiedResult] = {}
-        try:
-            pending = list(self.exercises)
-            while pending:
-                with learner_job(self.learner, self.files, self.spec, course=folder) as job:
-                    process = self._start(job)
-                    try:
-                        while pending and (process is None or not process.failure):
-                            exercise = pending.pop(0)
-                            results[exercise.id] = self._grade(process, exercise)
-                    finally:
-                        if process is not None:
-                            process.close()
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+        pending = list(self.exercises)
+        while pending:
+            process, self.early = self.early or self._spawn(), None
+            try:
+                process = self._started(process)
+                while pending and (process is None or not process.failure):
+                    exercise = pending.pop(0)
+                    results[exercise.id] = self._grade(process, exercise)
+            finally:
+                if process is not None:
+                    process.close()
         return results
 
-    def _start(self, job: Any) -> LearnerProcess | None:
+    def close(self) -> None:
+        """Stop a process that was started and never used, and remove the runs' folders."""
+        if self.early is not None:
+            self.early.close()
+            self.early = None
+        self.jobs.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _spawn(self) -> LearnerProcess | None:
         if self.start_failure:
             return None
+        job = self.jobs.enter_context(learner_job(self.learner, self.files, self.spec,
+                                                  course=self.folder))
         timeout = min(self.learner.remaining(), GRACE_S + self.learner.limits.cell_timeout_s
                       * max(1, len(self.cells)))
+        return LearnerProcess(job.command("learner", self.learner), job.path / "worker.log",
+                              env=job.env, call_timeout_s=self.learner.limits.cell_timeout_s,
+                              deadline=self.learner.deadline, start_timeout_s=timeout, wait=False)
+
+    def _started(self, process: LearnerProcess | None) -> LearnerProcess | None:
+        if process is None:
+            return None
         try:
-            return LearnerProcess(job.command("learner", self.learner), job.path / "worker.log",
-                                  env=job.env, call_timeout_s=self.learner.limits.cell_timeout_s,
-                                  deadline=self.learner.deadline, start_timeout_s=timeout)
+            process.wait_started()
         except WorkerFailedError as exc:
             self.start_failure = f"{exc} while running the solution cells"
             return None
+        return process
 
     def _grade(self, process: LearnerProcess | None, exercise: Exercise) -> VerifiedResult:
         if process is None:

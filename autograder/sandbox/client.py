@@ -74,21 +74,45 @@ class LearnerProcess:
         call_timeout_s: the longest one request may take.
         deadline: ``time.monotonic()`` after which no request may run (the learner's grading
             deadline), or None.
+        start_timeout_s: how long, from now, its solution cells may take to run.
+        wait: wait here until they ran; False returns at once, so that the process starts
+            while the grader does other work, and :meth:`wait_started` waits later.
     """
 
     def __init__(self, command: list[str], log: os.PathLike, *, env: dict[str, str],
                  call_timeout_s: float, deadline: float | None = None,
-                 start_timeout_s: float = 60.0) -> None:
+                 start_timeout_s: float = 60.0, wait: bool = True) -> None:
         self.call_timeout_s, self.deadline = call_timeout_s, deadline
         self.codec = GraderCodec(self)
         self.failure: str | None = None
         self.blocked: list[str] = []
+        self.cells: list[dict[str, Any]] = []
+        self.names: dict[str, str] = {}
+        self._start_timeout_s = start_timeout_s
+        self._start_deadline: float | None = time.monotonic() + start_timeout_s
         with open(log, "wb") as err:
             self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                             stderr=err, env=env, start_new_session=True)
-        header, _ = self._receive(start_timeout_s)
-        self.cells: list[dict[str, Any]] = header.get("cells", [])
-        self.names: dict[str, str] = header.get("names", {})
+        if wait:
+            self.wait_started()
+
+    def wait_started(self) -> None:
+        """Wait until the solution cells ran and read what the process reports of them
+        (``cells``, ``names``); does nothing the second time.
+
+        Raises:
+            WorkerFailedError: the process died, broke the protocol or took longer than
+                ``start_timeout_s`` from its start.
+        """
+        if self._start_deadline is None:
+            return
+        # A process that was ready in time has its report waiting in the pipe: a moment is
+        # enough to read it even when the grader comes back late.
+        deadline = max(self._start_deadline, time.monotonic() + 0.1)
+        self._start_deadline = None
+        header, _ = self._receive(self._start_timeout_s, deadline)
+        self.cells = header.get("cells", [])
+        self.names = header.get("names", {})
 
     # ------------------------------------------------------------------ transport
 
@@ -97,8 +121,11 @@ class LearnerProcess:
             return wanted
         return min(wanted, self.deadline - time.monotonic())
 
-    def _receive(self, timeout_s: float) -> tuple[dict[str, Any], list[bytes]]:
-        deadline = time.monotonic() + max(timeout_s, 0.0)
+    def _receive(self, timeout_s: float, deadline: float | None = None,
+                 ) -> tuple[dict[str, Any], list[bytes]]:
+        """One message, which must arrive within ``timeout_s`` (from now, or by ``deadline``)."""
+        if deadline is None:
+            deadline = time.monotonic() + max(timeout_s, 0.0)
         size = int.from_bytes(self._read(4, deadline, timeout_s), "big")
         if size > wire.MAX_FRAME:
             self._fail(f"sent a message of {size} bytes, more than the limit")
@@ -140,6 +167,7 @@ class LearnerProcess:
         """
         if self.failure:
             raise WorkerFailedError(self.failure)
+        self.wait_started()
         try:
             assert self.process.stdin is not None
             wire.write_frame(self.process.stdin, header, value_blobs or [])
@@ -163,6 +191,7 @@ class LearnerProcess:
     def proxy(self, name: str) -> RemoteCallable | None:
         """The learner's ``name`` (a function or a class) as a callable proxy; None when the
         solution cells do not define it."""
+        self.wait_started()
         if name not in self.names:
             return None
         return RemoteCallable(self, {"name": name}, name)

@@ -227,8 +227,12 @@ def test_a_killed_worker_costs_nothing_and_a_worker_killer_only_its_learner(
 
         client.sync(add_plugin)
         killed = grade(sample, "course-killed", scheduler=client.scheduler.address)
-    assert plugin.killed == {"once": 1, "always": cluster.ALLOWED_FAILURES + 1}
-    assert plugin.started["once"] == 2  # graded again after the death
+    # While a killed worker restarts, Dask may queue a learner it grades again behind another
+    # on the one live worker, and a kill then ends both: how many kills and starts it takes
+    # depends on timing. ada is graded again after her death; hana's worker is killed until
+    # Dask gives up on her.
+    assert plugin.killed["once"] == 1 and plugin.killed["always"] >= 1
+    assert plugin.started["once"] >= 2
 
     lost = f"hana,{CH05},"
     assert [line for line in killed["csv"].splitlines() if not line.startswith(lost)] == [

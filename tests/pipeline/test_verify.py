@@ -12,7 +12,7 @@ import pytest
 from autograder.course import Course
 from autograder.exercises.registry import all_exercises
 from autograder.notebook import cell_index
-from autograder.pipeline.verify import plan, verify_exercises
+from autograder.pipeline.verify import Verification, plan, verify_exercises
 from autograder.sandbox.launcher import GRACE_S, Learner, Limits
 
 CHAPTER = "ch02_attention"
@@ -123,6 +123,32 @@ def test_a_slow_solution_is_stopped_by_the_learners_deadline(source):
     assert time.monotonic() - started < 10 + GRACE_S
     assert not results["ch02.softmax"].passed
     assert all(not r.passed for r in results.values())
+
+
+def test_processes_started_early_give_the_same_verdicts(source):
+    """Grading starts the learner processes while the kernel runs the notebook."""
+    nb = copy.deepcopy(source)
+    _replace_solution(nb, "padding_mask", (
+        "import os\n\ndef padding_mask(lengths, max_len):\n    os._exit(1)\n"))
+    with Learner(LIMITS) as learner, Verification(CHAPTER, nb, learner) as verification:
+        verification.start()
+        time.sleep(1)  # the grader busy elsewhere; the processes run the solution cells
+        early = verification.results()
+    assert early == verify(CHAPTER, nb)
+    assert [f.code for f in early["ch02.padding_mask"].flags] == ["worker_died"]
+    assert early["ch02.softmax"].passed
+
+
+def test_processes_started_early_and_never_asked_are_stopped(source):
+    """A notebook whose kernel passes nothing is not verified: the early processes end."""
+    with Learner(LIMITS) as learner:
+        with Verification(CHAPTER, source, learner) as verification:
+            verification.start()
+            (group,) = verification.groups
+            process, folder = group.early.process, group.folder
+            assert process.poll() is None and folder.is_dir()
+        assert process.poll() is not None
+        assert not folder.exists()
 
 
 def _edit_solution(nb, cell: str, old: str, new: str) -> None:

@@ -20,12 +20,7 @@ from transformer_ref.vocab import BOS_ID, EOS_ID, PAD_ID
 VOCAB = 30
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def model_and_source(seed: int, norm_first: bool, fast: bool = True):
