@@ -183,7 +183,8 @@ def test_the_demo_grades_on_a_real_cluster(dask_cluster, tmp_path):
 
 class KillWhileGrading(SchedulerPlugin):
     """Kills (SIGKILL) the worker process that is grading a chosen submission, ``kill_s``
-    seconds after it got it: once for ``once``, every time for ``always``."""
+    seconds after the submission was handed to a worker: once for ``once``, every time for
+    ``always``."""
 
     def __init__(self, scheduler, once: tuple[str, str], always: tuple[str, str],
                  kill_s: float = 1.0) -> None:
@@ -199,12 +200,14 @@ class KillWhileGrading(SchedulerPlugin):
             return
         self.started[rule] += 1
         if rule == "always" or self.started[rule] == 1:
-            worker = self.scheduler.tasks[key].processing_on
-            asyncio.get_running_loop().call_later(self.kill_s, self.kill, key, worker, rule)
+            asyncio.get_running_loop().call_later(self.kill_s, self.kill, key, rule)
 
-    def kill(self, key, worker, rule: str) -> None:
+    def kill(self, key, rule: str) -> None:
+        # Wherever the task is now: Dask may have moved it to an idle worker (work stealing
+        # does that without a transition), and it must not escape its kill there.
         task = self.scheduler.tasks.get(key)
-        if task is not None and task.processing_on is worker:  # still grading there
+        worker = task.processing_on if task is not None else None
+        if worker is not None:
             os.kill(worker.pid, signal.SIGKILL)
             self.killed[rule] += 1
 
