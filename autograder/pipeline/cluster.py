@@ -10,10 +10,13 @@ Every worker is a process with one thread: grading code (nbgrader, nbformat, the
 the libraries they call, which parse Python with ``ast``) is never run by two threads of one
 interpreter. A worker grades one learner after the other, so its imports are paid once.
 
-The process that calls :func:`in_order` keeps exactly one learner per worker in flight. So a
-worker that dies (killed, out of memory, a crash) was grading one learner only: Dask grades that
-learner again on another worker, and after :data:`ALLOWED_FAILURES` such deaths gives up on it
-(``KilledWorker``), which the caller turns into a flag for that learner alone.
+The process that calls :func:`in_order` hands each learner to a worker that has nothing else
+to do, and only then. So a worker that dies (killed, out of memory, a crash) was grading one
+learner only: that learner is graded again on another worker, and after :data:`MAX_DEATHS`
+deaths it is given up (:class:`WorkersDiedError`), which the caller turns into a flag for that
+learner alone. The grader counts the deaths itself, with Dask's own retries off on a local
+cluster: Dask would hand a learner it regrades to a worker that is still busy with another,
+and a second death there would be charged to both.
 
 Grading on other machines needs the same course on every one of them (:func:`versions` says
 what must agree; the grader refuses workers that differ).
@@ -30,6 +33,8 @@ import logging
 import os
 import sys
 import tempfile
+import time
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -41,15 +46,19 @@ from autograder.exercises.checking import DEVELOPMENT_SECRET, SECRET_ENV
 if TYPE_CHECKING:
     from distributed import Client, Future
 
-# Deaths of the worker grading one learner that Dask forgives: it grades the learner again on
-# another worker, up to ALLOWED_FAILURES times, then reports KilledWorker for it.
-ALLOWED_FAILURES = 2
-# Seconds to reach a scheduler, and to wait for its first worker.
+# Deaths of the workers grading one learner after which the learner is given up.
+MAX_DEATHS = 3
+# Seconds to reach a scheduler, and to wait for a worker (the first one, or one to take over
+# from workers that died).
 CONNECT_TIMEOUT_S = 30
 WORKERS_TIMEOUT_S = 120
+# Seconds between looks for an idle worker while a learner waits for one.
+POLL_S = 0.5
 # Dask settings of the local cluster (``--jobs N``); an existing cluster keeps its own.
 LOCAL_CONFIG = {
-    "distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
+    # A task whose worker dies fails at once (KilledWorker) and in_order decides where it
+    # runs again.
+    "distributed.scheduler.allowed-failures": 0,
     # The statistical profiler samples the grading thread from a thread of its own every
     # 10 ms: CPU that grading needs, for figures nobody reads here.
     "distributed.worker.profile.enabled": False,
@@ -110,41 +119,96 @@ def grading_client(jobs: int = 1, scheduler: str | None = None) -> Iterator[Clie
         yield client
 
 
-def in_order(client: Client, items: Sequence[T], submit: Callable[[T], Future],
+class WorkersDiedError(RuntimeError):
+    """The workers grading one item died ``deaths`` times; it was given up."""
+
+    def __init__(self, deaths: int) -> None:
+        super().__init__(f"the workers grading this item died {deaths} times")
+        self.deaths = deaths
+
+
+def in_order(client: Client, items: Sequence[T], submit: Callable[[T, str], Future],
              ) -> Iterator[tuple[T, concurrent.futures.Future]]:
-    """Run ``submit(item)`` for every item, one item per worker at a time; yield each item with
-    its finished future, in the order of ``items``.
+    """Run ``submit(item, worker)`` for every item; yield each item with its finished future, in
+    the order of ``items``.
 
-    A new item is submitted as soon as one finishes, up to the number of workers the cluster
-    has at that moment (at least one), so that an idle worker never waits and a busy one is not
-    handed a second learner that its death would take with it (only a learner whose worker
-    died may have to wait on a busy one). Each result is fetched as soon as its task finishes
-    and yielded as a settled :class:`concurrent.futures.Future` (its value, or the error that
-    ended the task).
+    ``submit`` must run the item on ``worker`` (the address of a worker with nothing else to
+    do): ``client.submit(..., workers=[worker], allow_other_workers=True)``. An item is
+    submitted as soon as a worker is idle, so an idle worker never waits and a busy one is never
+    handed a second item that its death would take with it. An item whose worker dies
+    (``KilledWorker``) is submitted again, before the items that have not started, until its
+    workers died :data:`MAX_DEATHS` times; it then ends with :class:`WorkersDiedError`. Each
+    result is fetched as soon as its task finishes and yielded as a settled
+    :class:`concurrent.futures.Future` (its value, or the error that ended the task).
+
+    Raises:
+        ConnectionError: no worker was left for :data:`WORKERS_TIMEOUT_S` seconds.
     """
-    from distributed import as_completed
+    from distributed import KilledWorker, as_completed
 
-    pending = iter(enumerate(items))
-    running: dict[Future, int] = {}
+    waiting = deque(range(len(items)))  # indexes of the items without a worker
+    running: dict[Future, tuple[int, str]] = {}
+    deaths: Counter[int] = Counter()
     finished: dict[int, concurrent.futures.Future] = {}
     completed = as_completed()
+    ready = 0
+    without_workers_since = None
 
-    def top_up() -> None:
-        slots = max(1, len(client.nthreads()))
-        while len(running) < slots and (following := next(pending, None)) is not None:
-            index, item = following
-            future = submit(item)
-            running[future] = index
+    def hand_out() -> None:
+        busy = {worker for _, worker in running.values()}
+        for worker in idle_workers(client, busy):
+            if not waiting:
+                return
+            index = waiting.popleft()
+            future = submit(items[index], worker)
+            running[future] = (index, worker)
             completed.add(future)
 
-    top_up()
-    ready = 0
-    for future in completed:
-        finished[running.pop(future)] = _settled(future)
-        top_up()
+    while waiting or running:
+        if waiting:
+            hand_out()
+        if not running:  # every worker died or left: wait for one to (re)join
+            without_workers_since = without_workers_since or time.monotonic()
+            if time.monotonic() - without_workers_since > WORKERS_TIMEOUT_S:
+                raise ConnectionError(f"no Dask worker was left to grade on for "
+                                      f"{WORKERS_TIMEOUT_S} s")
+            time.sleep(POLL_S)
+            continue
+        without_workers_since = None
+        if waiting and not completed.has_ready():
+            # A restarted worker may join before a running item ends.
+            time.sleep(POLL_S)
+            continue
+        future = next(completed)
+        index, _ = running.pop(future)
+        outcome = _settled(future)
+        error = outcome.exception()
+        if isinstance(error, KilledWorker):
+            # Dask's own retries (on a cluster that allows them) are deaths too.
+            deaths[index] += error.allowed_failures + 1
+            if deaths[index] < MAX_DEATHS:
+                waiting.appendleft(index)
+                continue
+            outcome = concurrent.futures.Future()
+            outcome.set_exception(WorkersDiedError(deaths[index]))
+        finished[index] = outcome
         while ready in finished:
             yield items[ready], finished.pop(ready)
             ready += 1
+
+
+def idle_workers(client: Client, busy: set[str]) -> list[str]:
+    """The workers that can take an item now: running, given no task by the scheduler, and not
+    in ``busy`` (the workers just handed an item, which the scheduler may not know of yet).
+
+    A worker that has joined but is still starting is not running yet (a restarted worker, for
+    a moment). Dask would place a task meant for it on another worker, a busy one included.
+    """
+
+    def idle_on_scheduler(dask_scheduler) -> list[str]:  # runs in the scheduler
+        return [worker.address for worker in dask_scheduler.running if not worker.processing]
+
+    return sorted(set(client.run_on_scheduler(idle_on_scheduler)) - busy)
 
 
 def _settled(future: Future) -> concurrent.futures.Future:

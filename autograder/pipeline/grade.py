@@ -494,13 +494,15 @@ def autograde(
             pairs += [(student, chapter) for student in submissions(course, chapter, students)]
         check_workers(client, worker_root, wanted)
 
-        def submit(pair: tuple[str, str]):
+        def submit(pair: tuple[str, str], worker: str):
             # Packed only now: the files of one learner per worker are in memory at a time.
             student, chapter = pair
             submission = pack(course, student, chapter, limits=limits, root=worker_root,
                               versions=wanted[chapter])
+            # Another worker only if this one left the cluster before the task reached it.
             return client.submit(grade_safely, submission,
-                                 key=f"grade-{chapter}-{student}-{uuid.uuid4().hex}")
+                                 key=f"grade-{chapter}-{student}-{uuid.uuid4().hex}",
+                                 workers=[worker], allow_other_workers=True)
 
         bar = progress(len(pairs)) if progress else None
         try:
@@ -532,7 +534,7 @@ def _finished(future, student: str, chapter: str) -> Outcome:
     """
     from concurrent.futures import CancelledError
 
-    from distributed import KilledWorker
+    from autograder.pipeline.cluster import WorkersDiedError
 
     try:
         return future.result()
@@ -540,10 +542,10 @@ def _finished(future, student: str, chapter: str) -> Outcome:
         raise ConnectionError(f"lost the Dask cluster while grading {student}/{chapter} "
                               f"({exc}); the learners stored so far are kept, grade again to "
                               "finish the others") from exc
-    except KilledWorker as exc:
+    except WorkersDiedError as exc:
         flag = Flag("worker_died", None,
                     f"the worker process grading this submission died "
-                    f"{exc.allowed_failures + 1} times (a crash, a memory limit or a lost "
+                    f"{exc.deaths} times (a crash, a memory limit or a lost "
                     "machine); it was not graded and scores 0. Look at the submission, then "
                     "grade this learner again")
     except Exception as exc:

@@ -30,6 +30,7 @@ from autograder.pipeline import cluster
 from autograder.pipeline.cluster import (
     check_workers,
     grading_client,
+    idle_workers,
     in_order,
     on_one_thread,
     versions,
@@ -76,11 +77,12 @@ def undisturbed(sample) -> dict:
 # ------------------------------------------------------------------ a real cluster
 
 
-def start(command: list[str], log: Path) -> subprocess.Popen:
+def start(command: list[str], log: Path, env: dict[str, str] | None = None
+          ) -> subprocess.Popen:
     """Start a command in a session of its own (so it can be stopped with its children)."""
     with open(log, "wb") as out:
         return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                start_new_session=True)
+                                start_new_session=True, env=env)
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -120,9 +122,11 @@ def dask_cluster(tmp_path_factory) -> Iterator[str]:
     processes = []
     try:
         log = folder / "scheduler.log"
+        # Dask's retries off, as the README starts it.
+        env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
         processes.append(start([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", "0",
                                 "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
-                                "--scheduler-file", str(scheduler_file)], log))
+                                "--scheduler-file", str(scheduler_file)], log, env=env))
         address = scheduler_address(scheduler_file, processes[0], log)
         for index in range(2):
             processes.append(start([str(DASK), "worker", address, "--nthreads", "1",
@@ -146,6 +150,7 @@ def test_a_real_cluster_grades_the_class_as_the_local_one(sample, undisturbed, d
     with Client(dask_cluster) as client:
         pids = client.run(os.getpid)
         assert len(pids) == 2
+        assert client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.allowed_failures) == 0
         course = Course.of(sample["root"], sample["root"] / "course-scheduler")
         collect([sample["class"]], chapters=list(CHAPTERS), **course.as_kwargs())
         where = ["--root", str(course.root), "--course-dir", str(course.folder)]
@@ -184,7 +189,7 @@ def test_the_demo_grades_on_a_real_cluster(dask_cluster, tmp_path):
 class KillWhileGrading(SchedulerPlugin):
     """Kills (SIGKILL) the worker process that is grading a chosen submission, ``kill_s``
     seconds after the submission was handed to a worker: once for ``once``, every time for
-    ``always``."""
+    ``always``. Records every worker that was given a grading task while it held another."""
 
     def __init__(self, scheduler, once: tuple[str, str], always: tuple[str, str],
                  kill_s: float = 1.0) -> None:
@@ -193,18 +198,24 @@ class KillWhileGrading(SchedulerPlugin):
                          for rule, (student, chapter) in (("once", once), ("always", always))}
         self.started: dict[str, int] = {"once": 0, "always": 0}
         self.killed: dict[str, int] = {"once": 0, "always": 0}
+        self.crowded: list[tuple[str, list[str]]] = []  # (worker, its grading tasks)
 
     def transition(self, key, start, finish, *args, **kwargs) -> None:
+        if finish != "processing" or not str(key).startswith("grade-"):
+            return
+        worker = self.scheduler.tasks[key].processing_on
+        grading = sorted(str(task.key) for task in worker.processing
+                         if str(task.key).startswith("grade-"))
+        if len(grading) > 1:
+            self.crowded.append((worker.address, grading))
         rule = next((r for p, r in self.prefixes.items() if str(key).startswith(p)), None)
-        if finish != "processing" or rule is None:
+        if rule is None:
             return
         self.started[rule] += 1
         if rule == "always" or self.started[rule] == 1:
             asyncio.get_running_loop().call_later(self.kill_s, self.kill, key, rule)
 
     def kill(self, key, rule: str) -> None:
-        # Wherever the task is now: Dask may have moved it to an idle worker (work stealing
-        # does that without a transition), and it must not escape its kill there.
         task = self.scheduler.tasks.get(key)
         worker = task.processing_on if task is not None else None
         if worker is not None:
@@ -218,7 +229,8 @@ def test_a_killed_worker_costs_nothing_and_a_worker_killer_only_its_learner(
         sample, undisturbed, tmp_path, monkeypatch):
     """ada's ch02 loses its worker once in the middle of grading and is graded again with the
     same result; hana's ch05 loses its worker every time and ends flagged `worker_died`, scored
-    0; everything else equals the undisturbed run."""
+    0, after exactly MAX_DEATHS deaths; no worker ever holds two learners, so no other learner
+    dies with hana's worker, and everything else equals the undisturbed run."""
     # Sandboxes that a killed worker leaves running finish in this test's folder.
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     with grading_client(jobs=2) as client:
@@ -230,19 +242,16 @@ def test_a_killed_worker_costs_nothing_and_a_worker_killer_only_its_learner(
 
         client.sync(add_plugin)
         killed = grade(sample, "course-killed", scheduler=client.scheduler.address)
-    # While a killed worker restarts, Dask may queue a learner it grades again behind another
-    # on the one live worker, and a kill then ends both: how many kills and starts it takes
-    # depends on timing. ada is graded again after her death; hana's worker is killed until
-    # Dask gives up on her.
-    assert plugin.killed["once"] == 1 and plugin.killed["always"] >= 1
-    assert plugin.started["once"] >= 2
+    assert plugin.started == {"once": 2, "always": cluster.MAX_DEATHS}
+    assert plugin.killed == {"once": 1, "always": cluster.MAX_DEATHS}
+    assert plugin.crowded == []
 
     lost = f"hana,{CH05},"
     assert [line for line in killed["csv"].splitlines() if not line.startswith(lost)] == [
         line for line in undisturbed["csv"].splitlines() if not line.startswith(lost)]
     (row,) = [line for line in killed["csv"].splitlines() if line.startswith(lost)]
     assert row.startswith(f"{lost}0,") and ",worker_died," in row
-    assert f"died {cluster.ALLOWED_FAILURES + 1} times" in row
+    assert f"died {cluster.MAX_DEATHS} times" in row
     assert [s for s in killed["scores"] if (s.student, s.chapter) != ("hana", CH05)] == [
         s for s in undisturbed["scores"] if (s.student, s.chapter) != ("hana", CH05)]
 
@@ -251,14 +260,42 @@ def test_a_killed_worker_costs_nothing_and_a_worker_killer_only_its_learner(
 
 
 def step(item: tuple[str, str]) -> tuple[str, str]:
-    """A task for :func:`in_order`: ``("wait", path)`` waits until ``("touch", path)`` ran."""
+    """A task for :func:`in_order`: ``("wait", path)`` waits until ``("touch", path)`` ran;
+    ``("die", path)`` ends its worker process while ``path`` exists (removing it the first time
+    when it holds ``once``)."""
     action, path = item
     if action == "touch":
         Path(path).touch()
+    if action == "die" and Path(path).exists():
+        if Path(path).read_text() == "once":
+            Path(path).unlink()
+        os.kill(os.getpid(), signal.SIGKILL)
     deadline = time.monotonic() + 60
     while action == "wait" and not Path(path).exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     return item
+
+
+def run_in_order(client: Client, items: list) -> tuple[list, int]:
+    """:func:`in_order` over ``items`` with :func:`step`: (item, outcome, finished futures)
+    per item as it comes out, and the most items a worker ever held at once."""
+    submitted: list = []
+    most_at_once = 0
+
+    def submit(item, worker: str):
+        nonlocal most_at_once
+        held = sum(1 for w, f in submitted if w == worker and not f.done())
+        most_at_once = max(most_at_once, held + 1)
+        future = client.submit(step, item, pure=False, workers=[worker],
+                               allow_other_workers=True)
+        submitted.append((worker, future))
+        return future
+
+    seen = []
+    for item, future in in_order(client, items, submit):
+        outcome = future.exception() or future.result()
+        seen.append((item, outcome, sum(f.done() for _, f in submitted)))
+    return seen, most_at_once
 
 
 def test_in_order_keeps_the_order_and_one_item_per_worker(tmp_path):
@@ -268,20 +305,61 @@ def test_in_order_keeps_the_order_and_one_item_per_worker(tmp_path):
              ("touch", signal_file)]
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                       dashboard_address=None) as local, Client(local) as client:
-        submitted, busy = [], []
-
-        def submit(item):
-            busy.append(sum(not f.done() for f in submitted))
-            submitted.append(client.submit(step, item, pure=False))
-            return submitted[-1]
-
-        seen = []
-        for item, future in in_order(client, items, submit):
-            seen.append((item, future.result(), sum(f.done() for f in submitted)))
+        seen, most_at_once = run_in_order(client, items)
     assert [item for item, _, _ in seen] == items
-    assert all(item == result for item, result, _ in seen)
+    assert all(item == outcome for item, outcome, _ in seen)
     assert seen[0][2] == len(items)  # everything had finished before the first came out
-    assert max(busy) == 1  # a new item only ever joined one that was still running
+    assert most_at_once == 1
+
+
+@pytest.mark.timeout(300)
+def test_in_order_grades_again_after_a_death_and_gives_up_on_a_killer(tmp_path):
+    """An item whose worker dies once is run again; one that kills every worker it is given
+    ends with WorkersDiedError after MAX_DEATHS deaths; the others are not touched."""
+    once, always = tmp_path / "once", tmp_path / "always"
+    once.write_text("once")
+    always.write_text("always")
+    items = [("pass", "a"), ("die", str(once)), ("die", str(always)), ("pass", "b"),
+             ("pass", "c")]
+    with grading_client(jobs=2) as client:
+        seen, most_at_once = run_in_order(client, items)
+    assert [item for item, _, _ in seen] == items
+    outcomes = dict((item, outcome) for item, outcome, _ in seen)
+    assert outcomes[("die", str(once))] == ("die", str(once)) and not once.exists()
+    killed = outcomes[("die", str(always))]
+    assert isinstance(killed, cluster.WorkersDiedError) and killed.deaths == cluster.MAX_DEATHS
+    assert all(outcomes[item] == item for item in items if item[0] == "pass")
+    assert most_at_once == 1
+
+
+def test_a_worker_that_is_still_starting_is_not_idle():
+    """A restarted worker joins the scheduler before it runs; an item handed to it then would
+    go to another worker, busy or not."""
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as local, Client(local) as client:
+        first, second = sorted(client.nthreads())
+        assert idle_workers(client, set()) == [first, second]
+        assert idle_workers(client, {first}) == [second]
+
+        def starting(dask_scheduler) -> None:
+            dask_scheduler.running.discard(dask_scheduler.workers[second])
+
+        client.run_on_scheduler(starting)
+        assert idle_workers(client, set()) == [first]
+        busy = client.submit(time.sleep, 1, pure=False, workers=[first])
+        deadline = time.monotonic() + 10
+        while not client.processing()[first] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert idle_workers(client, set()) == []
+        busy.result()
+
+
+def test_in_order_stops_when_no_worker_is_left(monkeypatch):
+    monkeypatch.setattr(cluster, "WORKERS_TIMEOUT_S", 1)
+    with LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as local, Client(local) as client, \
+            pytest.raises(ConnectionError, match="no Dask worker was left"):
+        list(in_order(client, [1], lambda item, worker: client.submit(abs, item)))
 
 
 def test_clusters_that_cannot_grade_are_refused(monkeypatch, free_port):
