@@ -52,8 +52,10 @@ MAX_DEATHS = 3
 # from workers that died).
 CONNECT_TIMEOUT_S = 30
 WORKERS_TIMEOUT_S = 120
-# Seconds between looks for an idle worker while a learner waits for one.
+# Seconds between looks for an idle worker while a learner waits for one, and between looks
+# for a finished learner meanwhile (whose worker then takes the next one at once).
 POLL_S = 0.5
+READY_POLL_S = 0.01
 # Dask settings of the local cluster (``--jobs N``); an existing cluster keeps its own.
 LOCAL_CONFIG = {
     # A task whose worker dies fails at once (KilledWorker) and in_order decides where it
@@ -177,7 +179,7 @@ def in_order(client: Client, items: Sequence[T], submit: Callable[[T, str], Futu
         without_workers_since = None
         if waiting and not completed.has_ready():
             # A restarted worker may join before a running item ends.
-            time.sleep(POLL_S)
+            _wait_for_ready(completed, POLL_S)
             continue
         future = next(completed)
         index, _ = running.pop(future)
@@ -195,6 +197,14 @@ def in_order(client: Client, items: Sequence[T], submit: Callable[[T, str], Futu
         while ready in finished:
             yield items[ready], finished.pop(ready)
             ready += 1
+
+
+def _wait_for_ready(completed, seconds: float) -> None:
+    """Return once ``completed`` (a Dask ``as_completed``) has a finished future, or after
+    ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not completed.has_ready() and time.monotonic() < deadline:
+        time.sleep(READY_POLL_S)
 
 
 def idle_workers(client: Client, busy: set[str]) -> list[str]:
