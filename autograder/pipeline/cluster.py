@@ -44,7 +44,7 @@ from autograder.course import COURSE_FOLDER, IGNORED_FILES, ROOT, Course
 from autograder.exercises.checking import DEVELOPMENT_SECRET, SECRET_ENV
 
 if TYPE_CHECKING:
-    from distributed import Client, Future
+    from distributed import Client, Future, as_completed
 
 # Deaths of the workers grading one learner after which the learner is given up.
 MAX_DEATHS = 3
@@ -199,7 +199,7 @@ def in_order(client: Client, items: Sequence[T], submit: Callable[[T, str], Futu
             ready += 1
 
 
-def _wait_for_ready(completed, seconds: float) -> None:
+def _wait_for_ready(completed: as_completed, seconds: float) -> None:
     """Return once ``completed`` (a Dask ``as_completed``) has a finished future, or after
     ``seconds``."""
     deadline = time.monotonic() + seconds
