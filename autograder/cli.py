@@ -1,6 +1,7 @@
 """``python -m autograder``: the instructors' command line.
 
     python -m autograder release [CHAPTER ...] [--exchange DIR]  solutions/ -> notebooks/ (-> DIR)
+    python -m autograder close CHAPTER ... [--at WHEN]        a class's chapter: answers revealed
     python -m autograder collect SOURCE ... [--exchange DIR] folders, LMS zips, nbgrader exchange
     python -m autograder autograde CHAPTER|all [--jobs N | --scheduler ADDRESS] [--student ID]
     python -m autograder feedback CHAPTER|all [--student ID] [--exchange DIR]
@@ -61,15 +62,20 @@ def _chapter_id(text: str) -> str:
 def _release(args: argparse.Namespace) -> int:
     # Imported here: nbgrader is slow to import and only this subcommand needs it.
     from autograder.pipeline.exchange import release_to_exchange
-    from autograder.pipeline.release import release
+    from autograder.pipeline.release import chapters_in, release
+    from autograder.pipeline.view import check_class_release, refresh_view, view_folder
 
     course = Course.of(args.root, args.course_dir)
     try:
+        if args.exchange is not None:
+            check_class_release(course, args.exchange, args.chapters or chapters_in(course.root))
         chapters = release(args.chapters or None,
                            progress=lambda line: print(line, flush=True), **course.as_kwargs())
         if args.exchange is not None:
             release_to_exchange(chapters, args.exchange, **course.as_kwargs())
-            print(f"released {', '.join(chapters)} to the exchange {args.exchange}")
+            refresh_view(course, args.exchange)
+            print(f"released {', '.join(chapters)} to the exchange {args.exchange}; the "
+                  f"learners' view of the course is in {view_folder(course)}")
     except (ValueError, RuntimeError) as exc:  # the documented failures of both steps
         print(f"release failed: {exc}", file=sys.stderr)
         return 1
@@ -88,6 +94,47 @@ def add_release(subparsers: argparse._SubParsersAction) -> None:
                              "learners fetch them (nbgrader release_assignment)")
     _add_course_options(parser)
     parser.set_defaults(handler=_release)
+
+
+def _close(args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from autograder.pipeline.view import close_chapter, refresh_view, view_folder
+
+    course = Course.of(args.root, args.course_dir)
+    try:
+        at = datetime.fromisoformat(args.at).astimezone() if args.at else None
+    except ValueError:
+        print(f"close failed: --at {args.at!r} is not a date and time; write it as "
+              "2026-12-01T18:00 (local time) or 2026-12-01T17:00+00:00", file=sys.stderr)
+        return 2
+    for chapter in args.chapters:
+        when = close_chapter(course, chapter, at)
+        print(f"{chapter}: due {when:%Y-%m-%d %H:%M} UTC; from then on its answers are part of "
+              "the learners' view")
+    if args.exchange is not None:
+        refresh_view(course, args.exchange)
+        print(f"the learners' view in {view_folder(course)} is up to date")
+    return 0
+
+
+def add_close(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "close", help="close chapters of a class: their answers become visible to learners",
+        description="Set each chapter's due date in the gradebook to now (or --at). In a class, "
+                    "a chapter's references (the answers of its exercises) join the learners' "
+                    "view of the course once its due date has passed; until then learners "
+                    "never see them. The Formgrader's Manage Assignments page edits the same "
+                    "due date.")
+    parser.add_argument("chapters", nargs="+", type=_chapter_id, metavar="CHAPTER",
+                        help="chapter id such as ch02_attention, or its prefix ch02")
+    parser.add_argument("--at", metavar="WHEN",
+                        help="the due date instead of now, ISO format (2026-12-01T18:00)")
+    parser.add_argument("--exchange", type=Path, metavar="DIR",
+                        help="the class's exchange: update the learners' view now (the class "
+                             "server's checking service also does within a minute)")
+    _add_course_options(parser)
+    parser.set_defaults(handler=_close)
 
 
 def _add_course_options(parser: argparse.ArgumentParser) -> None:
@@ -526,6 +573,7 @@ def add_hub(subparsers: argparse._SubParsersAction) -> None:
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     add_exercises,
     add_release,
+    add_close,
     add_collect,
     add_autograde,
     add_feedback,

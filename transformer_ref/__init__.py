@@ -1,111 +1,51 @@
 """The reference implementation of the course: NumPy building blocks and the PyTorch model.
 
-The NumPy functions of chapters 1–6 are imported here directly::
+Every building block can be imported from here::
 
-    from transformer_ref import scaled_dot_product_attention
+    from transformer_ref import scaled_dot_product_attention, make_model
 
-The PyTorch classes and helpers (``make_model``, ``MultiHeadAttention``, ...) are loaded on
-first use, so that ``import transformer_ref`` stays fast and does not need torch for the NumPy
-chapters and the autograder.
+Each is loaded on first use, from the module that defines it (see :mod:`transformer_ref.lazy`),
+so ``import transformer_ref`` is fast and needs torch only for the PyTorch parts.
 """
 
-from importlib import import_module
+from transformer_ref.lazy import lend
 
-from transformer_ref.np_attention import (
-    attention_head,
-    causal_mask,
-    merge_heads,
-    multi_head_attention,
-    padding_mask,
-    scaled_dot_product_attention,
-    softmax,
-    split_heads,
-)
-from transformer_ref.np_layers import (
-    ENCODER_BLOCK_KEYS,
-    add_and_norm,
-    encoder,
-    encoder_block,
-    feed_forward,
-    layer_norm,
-)
-from transformer_ref.np_positional import positional_encoding, relative_position_matrix
-
-# name -> submodule holding it; imported by __getattr__ on first access.
-_LAZY = {
-    **dict.fromkeys(
-        (
-            "PositionalEncoding",
-            "MultiHeadAttention",
-            "PositionwiseFeedForward",
-            "EncoderLayer",
-            "DecoderLayer",
-            "Encoder",
-            "Decoder",
-            "Embeddings",
-            "Generator",
-            "EncoderDecoder",
-            "make_model",
-            "attention",
-            "fused_attention",
-            "store_attention",
-        ),
-        "modules",
-    ),
-    **dict.fromkeys(("make_src_mask", "make_tgt_mask", "subsequent_mask", "shift_right"), "masks"),
-    **dict.fromkeys(
-        (
-            "synthetic_pairs",
-            "load_multi30k",
-            "multi30k_dir",
-            "verify_multi30k",
-            "download_multi30k",
-        ),
-        "data",
-    ),
-    **dict.fromkeys(
-        ("train_bpe", "load_or_train_tokenizer", "encode", "encode_batch", "decode"), "tokenizer"
-    ),
-    **dict.fromkeys(("corpus_bleu", "exact_match"), "metrics"),
-    **dict.fromkeys(("greedy_decode", "beam_search"), "decoding"),
-    "translate_sentences": "translate",
-    **dict.fromkeys(("Batch", "bucket_by_tokens", "collate"), "batching"),
-    **dict.fromkeys(("load_checkpoint", "load_model", "save_checkpoint"), "checkpoint"),
-    **dict.fromkeys(("autocast_dtype", "resolve_device"), "device"),
-    "LabelSmoothingLoss": "losses",
-    "get_preset": "presets",
-    **dict.fromkeys(("noam_lambda", "noam_rate"), "schedule"),
-    **dict.fromkeys(("TrainConfig", "fit"), "training"),
-}
-
-__all__ = [
-    "positional_encoding",
-    "relative_position_matrix",
-    "softmax",
-    "causal_mask",
-    "padding_mask",
-    "scaled_dot_product_attention",
-    "attention_head",
-    "split_heads",
-    "merge_heads",
-    "multi_head_attention",
-    "layer_norm",
-    "feed_forward",
-    "add_and_norm",
-    "encoder_block",
-    "encoder",
-    "ENCODER_BLOCK_KEYS",
-    *_LAZY,
-]
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(import_module(f"transformer_ref.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'transformer_ref' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__, __all__ = lend(__name__, {
+    "transformer_ref.np_positional": ("positional_encoding", "relative_position_matrix"),
+    "transformer_ref.np_scaled_attention": (
+        "softmax", "causal_mask", "padding_mask", "scaled_dot_product_attention"),
+    "transformer_ref.np_attention_head": ("attention_head",),
+    "transformer_ref.np_heads": ("split_heads", "merge_heads", "multi_head_attention"),
+    "transformer_ref.np_sublayers": ("layer_norm", "feed_forward", "add_and_norm"),
+    "transformer_ref.np_encoder": ("encoder_block", "encoder", "ENCODER_BLOCK_KEYS"),
+    "transformer_ref.positional": ("PositionalEncoding",),
+    "transformer_ref.attention": (
+        "MultiHeadAttention", "attention", "fused_attention", "store_attention"),
+    "transformer_ref.sublayers": ("PositionwiseFeedForward",),
+    "transformer_ref.encoder_layer": ("EncoderLayer",),
+    "transformer_ref.encoder": ("Encoder",),
+    "transformer_ref.decoder_layer": ("DecoderLayer",),
+    "transformer_ref.decoder": ("Decoder",),
+    "transformer_ref.embeddings": ("Embeddings",),
+    "transformer_ref.generator": ("Generator",),
+    "transformer_ref.encoder_decoder": ("EncoderDecoder",),
+    "transformer_ref.model": ("make_model",),
+    "transformer_ref.basic_masks": ("make_src_mask", "subsequent_mask"),
+    "transformer_ref.targets": ("make_tgt_mask", "shift_right"),
+    "transformer_ref.data": (
+        "synthetic_pairs", "load_multi30k", "multi30k_dir", "verify_multi30k",
+        "download_multi30k"),
+    "transformer_ref.tokenizer": (
+        "train_bpe", "load_or_train_tokenizer", "encode", "encode_batch", "decode"),
+    "transformer_ref.metrics": ("corpus_bleu", "exact_match"),
+    "transformer_ref.greedy": ("greedy_decode",),
+    "transformer_ref.beam": ("beam_search",),
+    "transformer_ref.translate": ("translate_sentences",),
+    "transformer_ref.batching": ("Batch", "bucket_by_tokens", "collate"),
+    "transformer_ref.checkpoint": ("load_checkpoint", "load_model", "save_checkpoint"),
+    "transformer_ref.device": ("autocast_dtype", "resolve_device"),
+    "transformer_ref.losses": ("LabelSmoothingLoss",),
+    "transformer_ref.presets": ("get_preset",),
+    "transformer_ref.schedule": ("noam_lambda", "noam_rate"),
+    "transformer_ref.training": ("TrainConfig", "fit"),
+})

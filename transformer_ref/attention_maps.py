@@ -1,6 +1,7 @@
 """What a trained translator attends to while it translates one sentence.
 
-:func:`attention_maps` translates a sentence (beam search by default), then runs one
+:func:`attention_maps` translates a sentence (beam search by default, or a decoder of your
+own), then runs one
 teacher-forced pass over the sentence and its own translation with
 :func:`~transformer_ref.modules.store_attention` switched on, and returns every layer's and
 head's weights with the tokens to label them. :func:`show_attention` draws one kind of them as
@@ -14,6 +15,7 @@ a grid, one row of panels per layer and one column per head::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,12 +25,15 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from transformer_ref.basic_masks import make_src_mask
+from transformer_ref.greedy import EXTRA_OUTPUT_TOKENS
 from transformer_ref.modules import store_attention
 from transformer_ref.plots import plot_attention_grid
 from transformer_ref.targets import make_tgt_mask, shift_right
 from transformer_ref.tokenizer import decode, encode
-from transformer_ref.translate import EXTRA_OUTPUT_TOKENS, batch_decoder
 from transformer_ref.vocab import EOS_ID
+
+# decoder(model, src, src_mask, max_len) -> one list of output ids per source sentence.
+Decoder = Callable[[nn.Module, torch.Tensor, torch.Tensor, int], list[list[int]]]
 
 KINDS = {
     "cross": "Cross-attention (English output -> German source)",
@@ -76,8 +81,14 @@ def attention_maps(
     *,
     beam_size: int = 4,
     length_penalty: float = 0.6,
+    decoder: Decoder | None = None,
 ) -> AttentionMaps:
-    """Translate ``sentence`` with ``model`` (eval mode) and record all its attention weights."""
+    """Translate ``sentence`` with ``model`` (eval mode) and record all its attention weights.
+
+    The translation comes from ``decoder(model, src, src_mask, max_len)`` (one list of ids per
+    sentence, such as chapter 10's ``beam_search``), by default the course's batched beam
+    search with ``beam_size`` (1: greedy) and ``length_penalty``.
+    """
     if not isinstance(sentence, str) or not sentence.strip():
         raise ValueError(f"attention_maps: sentence must be a non-empty str, got {sentence!r}")
     device = next(model.parameters()).device
@@ -85,7 +96,13 @@ def attention_maps(
     src = torch.tensor([src_ids], device=device)
     src_mask = make_src_mask(src)
     max_len = min(len(src_ids) + EXTRA_OUTPUT_TOKENS, model.config["max_len"] - 1)
-    out_ids = batch_decoder(beam_size, length_penalty)(model, src, src_mask, max_len)[0]
+    if decoder is None:
+        # Imported here: the course's batched beam search is chapter 10's answer, which a
+        # class's learners do not see while the chapter is open (they pass their own).
+        from transformer_ref.translate import batch_decoder
+
+        decoder = batch_decoder(beam_size, length_penalty)
+    out_ids = decoder(model, src, src_mask, max_len)[0]
     tgt_out = torch.tensor([out_ids + [EOS_ID]], device=device)
     tgt_in = shift_right(tgt_out)
     store_attention(model)
@@ -113,6 +130,7 @@ def show_attention(
     kind: str = "cross",
     *,
     beam_size: int = 4,
+    decoder: Decoder | None = None,
 ) -> Figure:
     """Translate ``sentence`` and draw one kind of attention, every layer and head.
 
@@ -122,6 +140,7 @@ def show_attention(
         kind: ``"cross"`` (output tokens against source tokens), ``"encoder"`` or
             ``"decoder"`` (self-attention).
         beam_size: beam for the translation (1: greedy).
+        decoder: decodes instead of the course's beam search (see :func:`attention_maps`).
 
     Returns:
         The figure (see :func:`~transformer_ref.plots.plot_attention_grid`); the title holds
@@ -129,7 +148,7 @@ def show_attention(
     """
     if kind not in KINDS:
         raise ValueError(f"show_attention: kind must be one of {sorted(KINDS)}, got {kind!r}")
-    maps = attention_maps(model, tok, sentence, beam_size=beam_size)
+    maps = attention_maps(model, tok, sentence, beam_size=beam_size, decoder=decoder)
     rows = maps.source_tokens if kind == "encoder" else maps.output_tokens
     columns = maps.input_tokens if kind == "decoder" else maps.source_tokens
     fig = plot_attention_grid(getattr(maps, kind), rows, columns,

@@ -1,5 +1,4 @@
-"""The decoder: decoder layers (masked self-attention, cross-attention, the feed-forward
-network) and their stack.
+"""The decoder: a stack of decoder layers and, for pre-LN layers, a final layer norm.
 
 Conventions (shapes, masks): see :mod:`transformer_ref.modules`.
 """
@@ -8,60 +7,16 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from transformer_ref.attention import MultiHeadAttention
-from transformer_ref.sublayers import PositionwiseFeedForward, final_norm, residual
-
-
-class DecoderLayer(nn.Module):
-    """Masked self-attention, cross-attention over the encoder output, then the FFN."""
-
-    def __init__(
-        self,
-        d_model: int,
-        h: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        norm_first: bool = False,
-        fast_attention: bool = True,
-    ) -> None:
-        super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, h, dropout, fast=fast_attention)
-        self.cross_attn = MultiHeadAttention(d_model, h, dropout, fast=fast_attention)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.norm3 = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
-        self.norm_first = norm_first
-
-    def forward(
-        self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None
-    ) -> Tensor:
-        """Run one decoder layer.
-
-        Args:
-            x: decoder states ``(B, T, d_model)``.
-            memory: encoder output ``(B, S, d_model)``; queries come from ``x``, keys and
-                values from ``memory``.
-            src_mask: bool ``(B, 1, 1, S)``.
-            tgt_mask: bool ``(B, 1, T, T)`` (causal and padding).
-
-        Returns:
-            ``(B, T, d_model)``.
-        """
-        x = residual(
-            x, lambda y: self.self_attn(y, y, y, tgt_mask), self.norm1, self.dropout,
-            self.norm_first,
-        )
-        x = residual(
-            x, lambda y: self.cross_attn(y, memory, memory, src_mask), self.norm2, self.dropout,
-            self.norm_first,
-        )
-        return residual(x, self.feed_forward, self.norm3, self.dropout, self.norm_first)
+from transformer_ref.sublayers import final_norm
 
 
 class Decoder(nn.Module):
-    """A stack of ``n_layers`` :class:`DecoderLayer` (in ``layers``) and a final ``norm``."""
+    """A stack of ``n_layers`` layers (in ``layers``) and a final ``norm``.
+
+    The layers are :class:`transformer_ref.decoder_layer.DecoderLayer` unless ``layer`` names
+    another class with the same constructor arguments (``d_model, h, d_ff, dropout,
+    norm_first, fast_attention``) and the same ``forward``.
+    """
 
     def __init__(
         self,
@@ -72,18 +27,26 @@ class Decoder(nn.Module):
         dropout: float = 0.1,
         norm_first: bool = False,
         fast_attention: bool = True,
+        layer: type[nn.Module] | None = None,
     ) -> None:
         super().__init__()
+        if layer is None:
+            # Imported here, not above: a class's learners, whose view of the course lacks the
+            # answer of an open chapter, stack their own layer (``layer=MyDecoderLayer``).
+            from transformer_ref.decoder_layer import DecoderLayer
+
+            layer = DecoderLayer
         self.layers = nn.ModuleList(
-            DecoderLayer(d_model, h, d_ff, dropout, norm_first, fast_attention)
-            for _ in range(n_layers)
+            layer(d_model, h, d_ff, dropout, norm_first, fast_attention) for _ in range(n_layers)
         )
         self.norm = final_norm(d_model, norm_first)
 
     def forward(
         self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None
     ) -> Tensor:
-        """Arguments as for :meth:`DecoderLayer.forward`; returns ``(B, T, d_model)``."""
+        """Arguments as for a layer's ``forward``
+        (:meth:`transformer_ref.decoder_layer.DecoderLayer.forward`); returns ``(B, T, d_model)``.
+        """
         for layer in self.layers:
             x = layer(x, memory, src_mask, tgt_mask)
         return self.norm(x)

@@ -11,14 +11,13 @@ at every step (no key/value cache), which keeps the code short at a cost of ``O(
 :mod:`transformer_ref.kv_cache` has the same two decoders with a cache, which the translate
 command uses.
 
-This module gathers them in one place to import from. Each part lives in a module of its own
-(named below), so that the grader can give a learner's code the building blocks of earlier
-exercises without the reference answer of the exercise being graded.
+This module gathers them in one place to import from, loading each only when it is used (why:
+:mod:`transformer_ref.lazy`).
 """
 
-from transformer_ref.beam import beam_search, length_penalty_factor, sequence_log_probs
-from transformer_ref.greedy import greedy_decode
+from transformer_ref.lazy import lend
 
-__all__ = [
-    "length_penalty_factor", "beam_search", "sequence_log_probs", "greedy_decode",
-]
+__getattr__, __dir__, __all__ = lend(__name__, {
+    "transformer_ref.greedy": ("greedy_decode",),
+    "transformer_ref.beam": ("beam_search", "length_penalty_factor", "sequence_log_probs"),
+})

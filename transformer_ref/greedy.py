@@ -29,6 +29,11 @@ def check_source(src: Tensor, src_mask: Tensor, where: str) -> None:
         )
 
 
+# Outputs may be somewhat longer than their sources; this many extra tokens is ample for
+# Multi30k captions.
+EXTRA_OUTPUT_TOKENS = 50
+
+
 def check_max_len(model: nn.Module, max_len: int, where: str) -> int:
     """Return ``max_len`` as an int after checking that the model's positions cover it."""
     max_len = require_int(max_len, "max_len", where, minimum=1)

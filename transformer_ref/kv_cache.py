@@ -8,9 +8,11 @@ reused: :class:`DecoderCache` stores, per layer, the self-attention keys and val
 positions decoded so far and the cross-attention keys and values of the encoder output, and
 each step projects and attends for the newest position alone.
 
-:func:`cached_greedy_decode` and :func:`cached_beam_search` take the same arguments as the
-plain decoders and give the same outputs (up to floating-point rounding) several times
-faster on long batches; the translate command and the training script decode with them. They
+:func:`cached_greedy_decode` (and :func:`transformer_ref.cached_beam.cached_beam_search`,
+in a module of its own because it holds the answer of chapter 10's beam search) take the same
+arguments as the plain decoders and give the same outputs (up to floating-point rounding)
+several times faster on long batches; the translate command and the training script decode
+with them. They
 need a model built by :func:`~transformer_ref.modules.make_model` from this package's layers
 (eval mode); any other model is decoded by the plain decoders.
 """
@@ -24,13 +26,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_ref.attention import MultiHeadAttention
-from transformer_ref.beam import beam_loop, beam_search
-from transformer_ref.decoder import Decoder, DecoderLayer
+from transformer_ref.decoder import Decoder
+from transformer_ref.decoder_layer import DecoderLayer
 from transformer_ref.encoder_decoder import EncoderDecoder
 from transformer_ref.greedy import check_max_len, check_source, greedy_decode, greedy_loop
 from transformer_ref.positional import PositionalEncoding
 from transformer_ref.sublayers import residual
-from transformer_ref.validation import require_int
 from transformer_ref.vocab import BOS_ID, EOS_ID
 
 
@@ -154,28 +155,3 @@ def cached_greedy_decode(
     max_len = check_max_len(model, max_len, "cached_greedy_decode")
     cache = DecoderCache(model, model.encode(src, src_mask), src_mask)
     return greedy_loop(cache.log_probs, src.size(0), max_len, bos_id, eos_id, src.device)
-
-
-@torch.no_grad()
-def cached_beam_search(
-    model: nn.Module,
-    src: Tensor,
-    src_mask: Tensor,
-    max_len: int,
-    beam_size: int = 4,
-    length_penalty: float = 0.6,
-    bos_id: int = BOS_ID,
-    eos_id: int = EOS_ID,
-) -> list[list[int]]:
-    """:func:`~transformer_ref.beam.beam_search` with a :class:`DecoderCache`."""
-    if not can_cache(model):
-        return beam_search(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
-                           eos_id)
-    where = "cached_beam_search"
-    check_source(src, src_mask, where)
-    max_len = check_max_len(model, max_len, where)
-    k = require_int(beam_size, "beam_size", where, minimum=1)
-    memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)  # (B*k, S, d)
-    cache = DecoderCache(model, memory, src_mask.repeat_interleave(k, dim=0))
-    return beam_loop(cache.log_probs, cache.reorder, src.size(0), k, max_len, length_penalty,
-                     bos_id, eos_id, src.device)

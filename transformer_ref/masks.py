@@ -15,14 +15,13 @@ A worked example with ``PAD_ID = 0``::
             [1, 1, 0],
             [1, 1, 0]], dtype=torch.int32)
 
-This module gathers them in one place to import from. Each part lives in a module of its own
-(named below), so that the grader can give a learner's code the building blocks of earlier
-exercises without the reference answer of the exercise being graded.
+This module gathers them in one place to import from, loading each only when it is used (why:
+:mod:`transformer_ref.lazy`).
 """
 
-from transformer_ref.basic_masks import make_src_mask, subsequent_mask
-from transformer_ref.targets import make_tgt_mask, shift_right
+from transformer_ref.lazy import lend
 
-__all__ = [
-    "subsequent_mask", "make_src_mask", "make_tgt_mask", "shift_right",
-]
+__getattr__, __dir__, __all__ = lend(__name__, {
+    "transformer_ref.basic_masks": ("subsequent_mask", "make_src_mask"),
+    "transformer_ref.targets": ("make_tgt_mask", "shift_right"),
+})

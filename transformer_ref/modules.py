@@ -27,28 +27,23 @@ Example::
     >>> logits.shape
     torch.Size([2, 5, 100])
 
-This module gathers them in one place to import from. Each part lives in a module of its own
-(named below), so that the grader can give a learner's code the building blocks of earlier
-exercises without the reference answer of the exercise being graded.
+This module gathers them in one place to import from, loading each only when it is used (why:
+:mod:`transformer_ref.lazy`).
 """
 
-from transformer_ref.attention import (
-    MultiHeadAttention,
-    attention,
-    fused_attention,
-    store_attention,
-)
-from transformer_ref.decoder import Decoder, DecoderLayer
-from transformer_ref.embeddings import Embeddings
-from transformer_ref.encoder import Encoder, EncoderLayer
-from transformer_ref.encoder_decoder import EncoderDecoder
-from transformer_ref.generator import Generator
-from transformer_ref.model import make_model
-from transformer_ref.positional import PositionalEncoding
-from transformer_ref.sublayers import PositionwiseFeedForward, residual
+from transformer_ref.lazy import lend
 
-__all__ = [
-    "attention", "fused_attention", "MultiHeadAttention", "store_attention", "DecoderLayer",
-    "Decoder", "Embeddings", "Generator", "EncoderLayer", "Encoder", "EncoderDecoder",
-    "make_model", "PositionalEncoding", "PositionwiseFeedForward", "residual",
-]
+__getattr__, __dir__, __all__ = lend(__name__, {
+    "transformer_ref.attention": (
+        "attention", "fused_attention", "MultiHeadAttention", "store_attention"),
+    "transformer_ref.sublayers": ("PositionwiseFeedForward", "residual"),
+    "transformer_ref.positional": ("PositionalEncoding",),
+    "transformer_ref.encoder_layer": ("EncoderLayer",),
+    "transformer_ref.encoder": ("Encoder",),
+    "transformer_ref.decoder_layer": ("DecoderLayer",),
+    "transformer_ref.decoder": ("Decoder",),
+    "transformer_ref.embeddings": ("Embeddings",),
+    "transformer_ref.generator": ("Generator",),
+    "transformer_ref.encoder_decoder": ("EncoderDecoder",),
+    "transformer_ref.model": ("make_model",),
+})

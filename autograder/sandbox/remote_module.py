@@ -5,7 +5,7 @@ The mirror has the learner's sub-modules (named like the learner's classes, and 
 the torch.nn class the learner's derives from, such as ``nn.Dropout``), parameters and buffers
 (names, shapes, dtypes, values, and the sharing between them), training flags, plain attributes
 (``p``, ``h``, ``config``) and public methods. Calls run in the learner's process; a backward
-pass asks that process for the gradients (:func:`autograder.sandbox.client.LearnerProcess.invoke`).
+pass asks that process for the gradients (:func:`autograder.sandbox.client.Peer.invoke`).
 ``train``/``eval``, a change of dtype and ``load_state_dict`` go to the learner's module, and the
 mirror is read again afterwards.
 
@@ -21,13 +21,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from autograder.sandbox.client import LearnerProcess, rebuild_exception
+from autograder.sandbox.client import Peer, rebuild_exception
 
 
 class _Remote:
     """Where a mirrored module lives: the process, the root's handle, the path below it."""
 
-    def __init__(self, process: LearnerProcess, handle: int, path: str, type_name: str,
+    def __init__(self, process: Peer, handle: int, path: str, type_name: str,
                  attributes: dict[str, Any], methods: list[str]) -> None:
         self.process, self.handle, self.path = process, handle, path
         self.type_name, self.attributes, self.methods = type_name, attributes, methods
@@ -75,7 +75,7 @@ class RemoteModule(nn.Module):
     _remote: _Remote
 
     @classmethod
-    def attach(cls, process: LearnerProcess, handle: int) -> RemoteModule:
+    def attach(cls, process: Peer, handle: int) -> RemoteModule:
         """Mirror the learner's module held under ``handle``."""
         description = _request_value(process, {"op": "describe", "target": {"handle": handle}})
         nodes = _build_tree(process, handle, description)
@@ -173,7 +173,7 @@ def _dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
 
-def _request_value(process: LearnerProcess, header: dict[str, Any]) -> Any:
+def _request_value(process: Peer, header: dict[str, Any]) -> Any:
     reply, blobs = process.request(header)
     if "error" in reply:
         raise rebuild_exception(reply)
@@ -186,7 +186,7 @@ def _structure(description: dict[str, Any]) -> Any:
             [tuple(b[:3]) for b in description["buffers"]])
 
 
-def _build_tree(process: LearnerProcess, handle: int, description: dict[str, Any],
+def _build_tree(process: Peer, handle: int, description: dict[str, Any],
                 root: RemoteModule | None = None) -> dict[str, RemoteModule]:
     """Local mirror nodes by path, sharing nodes and tensors the way the learner's module
     shares them."""
@@ -235,7 +235,7 @@ def _build_tree(process: LearnerProcess, handle: int, description: dict[str, Any
     return nodes
 
 
-def _load_values(process: LearnerProcess, root: RemoteModule,
+def _load_values(process: Peer, root: RemoteModule,
                  description: dict[str, Any]) -> None:
     values = _request_value(process, {"op": "state", "target": root._remote.target()})
     with torch.no_grad():

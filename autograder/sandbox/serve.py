@@ -32,7 +32,11 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 import numpy as np
-import wire  # the worker loads it from this folder
+
+if __package__:  # imported as autograder.sandbox.serve: a learner's kernel (remote_check)
+    from autograder.sandbox import wire
+else:  # loaded by the sandbox worker from this folder, without the autograder package
+    import wire
 
 LEARNER_FILE = "<cell "
 # Attributes of a module sent with its structure: small plain values only.
@@ -136,17 +140,25 @@ class Server:
 
     def serve(self, inp: BinaryIO, out: BinaryIO) -> None:
         while (frame := wire.read_frame(inp)) is not None:
-            header, blobs = frame
-            start = len(self.attempts)
-            reply_blobs: list[bytes] = []
-            try:
-                reply = self.answer(header, blobs, reply_blobs)
-            except wire.WireError as exc:
-                reply, reply_blobs = {"protocol": str(exc)}, []
-            except BaseException as exc:  # noqa: BLE001 - learner code may raise anything
-                reply, reply_blobs = error_reply(exc), []
-            reply["blocked"] = self.attempts[start:]
-            wire.write_frame(out, reply, reply_blobs)
+            wire.write_frame(out, *self.reply(*frame))
+
+    def reply(self, header: dict[str, Any], blobs: list[bytes],
+              passthrough: tuple[type[BaseException], ...] = ()
+              ) -> tuple[dict[str, Any], list[bytes]]:
+        """The reply to one request and its blobs. An exception of learner code becomes an
+        error reply, except those of ``passthrough`` (a learner's interrupt in a kernel)."""
+        start = len(self.attempts)
+        reply_blobs: list[bytes] = []
+        try:
+            reply = self.answer(header, blobs, reply_blobs)
+        except passthrough:
+            raise
+        except wire.WireError as exc:
+            reply, reply_blobs = {"protocol": str(exc)}, []
+        except BaseException as exc:  # noqa: BLE001 - learner code may raise anything
+            reply, reply_blobs = error_reply(exc), []
+        reply["blocked"] = self.attempts[start:]
+        return reply, reply_blobs
 
     def answer(self, header: dict[str, Any], blobs: list[bytes],
                out: list[bytes]) -> dict[str, Any]:

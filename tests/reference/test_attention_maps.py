@@ -7,6 +7,7 @@ import torch
 
 from transformer_ref.attention_maps import attention_maps, show_attention
 from transformer_ref.data import load_multi30k
+from transformer_ref.greedy import greedy_decode
 from transformer_ref.modules import make_model
 from transformer_ref.tokenizer import encode, train_bpe
 from transformer_ref.translate import translate_sentences
@@ -40,6 +41,20 @@ def test_maps_belong_to_the_translation_shown(translator):
     # The model is left as it was: no weights kept, fast attention again.
     layer = model.decoder.layers[0].cross_attn
     assert layer.attn_weights is None and not layer.store_attention
+
+
+def test_a_decoder_of_ones_own_translates(translator):
+    """A learner's own decoder (chapter 10 passes its beam search) gives the translation."""
+    model, tok = translator
+    calls = []
+
+    def my_greedy(model, src, src_mask, max_len):
+        calls.append(max_len)
+        return greedy_decode(model, src, src_mask, max_len)
+
+    maps = attention_maps(model, tok, SENTENCE, decoder=my_greedy)
+    assert calls and maps.translation == translate_sentences(model, tok, [SENTENCE],
+                                                             beam_size=1)[0]
 
 
 def test_show_attention_labels_every_kind(translator):

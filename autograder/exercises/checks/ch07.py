@@ -448,7 +448,7 @@ def _encoder_hints(layer: nn.Module, x: Tensor, mask: Tensor | None) -> list[Hin
     points=3,
     difficulty="medium",
     minutes=20,
-    reference="transformer_ref.encoder:EncoderLayer",
+    reference="transformer_ref.encoder_layer:EncoderLayer",
     allowed=NUMPY_BLOCKS + MODULE_BLOCKS,
 )
 def check_encoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:

@@ -82,9 +82,13 @@ BUILDING_BLOCKS = (
     "transformer_ref.vocab",
 )
 # make_model may also assemble the course's decoder stack and encoder-decoder, so it is graded
-# in a process of its own, apart from the decoder layer whose answer that stack holds.
+# in a process of its own, apart from the decoder layer whose answer that stack holds. There the
+# learner's own DecoderLayer and Embeddings are replaced by the course's (the grader's
+# substitutes), so that a mistake in exercise 8.3 or 8.4 is not paid for again here.
 MODEL_BLOCKS = (
     "transformer_ref.decoder:Decoder",
+    "transformer_ref.decoder_layer:DecoderLayer",
+    "transformer_ref.embeddings:Embeddings",
     "transformer_ref.encoder_decoder:EncoderDecoder",
 )
 
@@ -401,7 +405,7 @@ def _check_source_padding(
     points=4,
     difficulty="medium",
     minutes=25,
-    reference="transformer_ref.decoder:DecoderLayer",
+    reference="transformer_ref.decoder_layer:DecoderLayer",
     allowed=BUILDING_BLOCKS,
 )
 def check_decoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:

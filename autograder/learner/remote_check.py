@@ -1,0 +1,105 @@
+"""A learner's kernel in a class asks the class's checking service for a visible check.
+
+In a class, a learner's view of the course holds neither the checks nor the answers of the
+chapters that are still open (see :mod:`autograder.pipeline.view`). The test cells still call
+``check("ch02.softmax", softmax)``; :func:`autograder.exercises.registry.check` then comes
+here when ``TRANSFORMER_CHECKS_SOCKET`` names the service's socket. This kernel connects, says
+which exercise it wants checked, and then answers the service's requests (call the function,
+build a model, run a backward pass, ...) exactly as a grading process answers the grader
+(:class:`autograder.sandbox.serve.Server`, over :mod:`autograder.sandbox.wire`), until the
+service sends its verdict. The checks and the course's answers stay in the service's process
+(:mod:`autograder.hub.checking`): the verdict and the message are those of the visible checks,
+run against this kernel's own function.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from autograder.sandbox import serve, wire
+
+SOCKET_ENV = "TRANSFORMER_CHECKS_SOCKET"
+CONNECT_TIMEOUT_S = 10.0
+# A check of the slowest exercise (beam search on several models) takes a few seconds; a learner's
+# endless loop is theirs to interrupt.
+REPLY_TIMEOUT_S = 600.0
+# What the service may ask this kernel to build: models of the course's own packages.
+BUILDER_PACKAGES = ("transformer_ref.", "autograder.exercises.")
+
+
+class CheckingServiceError(ConnectionError):
+    """The checking service could not be reached or stopped answering."""
+
+
+def service_socket() -> str | None:
+    """The checking service's socket in a class, or None (self-study: checks run here)."""
+    return os.environ.get(SOCKET_ENV) or None
+
+
+class _Builders(dict):
+    """The model builders the service names (``"module:function"``), imported on first use."""
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key.startswith(BUILDER_PACKAGES) and ":" in key
+
+    def __missing__(self, key: str) -> Callable[..., Any]:
+        module, _, attribute = key.partition(":")
+        self[key] = builder = getattr(importlib.import_module(module), attribute)
+        return builder
+
+
+def _kind(fn: Any) -> str:
+    return "class" if isinstance(fn, type) else ("function" if callable(fn) else "value")
+
+
+def remote_check(exercise_id: str, fn: Any, hidden: bool = False) -> dict[str, Any]:
+    """The service's verdict on ``fn`` for ``exercise_id``: ``{"passed", "message"}``, and
+    ``"unknown": True`` when the service holds no such exercise.
+
+    Raises:
+        CheckingServiceError: the service is not configured, cannot be reached, or stopped
+            answering; the message says what to do.
+        KeyboardInterrupt: the learner interrupted the kernel during the check.
+    """
+    path = service_socket()
+    if path is None:
+        raise CheckingServiceError(f"{SOCKET_ENV} is not set")
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.settimeout(CONNECT_TIMEOUT_S)
+        try:
+            connection.connect(path)
+        except OSError as exc:
+            raise _unreachable(path, exc) from None
+        connection.settimeout(REPLY_TIMEOUT_S)
+        with connection.makefile("rb") as inp, connection.makefile("wb") as out:
+            wire.write_frame(out, {"exercise": exercise_id, "hidden": bool(hidden),
+                                   "names": {"answer": _kind(fn)}}, [])
+            return _serve_until_verdict(inp, out, fn, path)
+    finally:
+        connection.close()
+
+
+def _serve_until_verdict(inp: Any, out: Any, fn: Any, path: str) -> dict[str, Any]:
+    server = serve.Server({"answer": fn}, [], _Builders())
+    try:
+        while (frame := wire.read_frame(inp)) is not None:
+            header, blobs = frame
+            if header.get("op") == "verdict":
+                return header
+            wire.write_frame(out, *server.reply(header, blobs, passthrough=(KeyboardInterrupt,)))
+    except (OSError, wire.WireError) as exc:
+        raise _unreachable(path, exc) from None
+    raise _unreachable(path, "it closed the connection before its verdict")
+
+
+def _unreachable(path: str, cause: object) -> CheckingServiceError:
+    return CheckingServiceError(
+        f"this check runs on your class's checking service ({path}), which did not answer "
+        f"({cause}). Your work is safe: save the notebook, run the cell again in a minute, and "
+        "if it keeps failing tell your instructor that the checking service is down "
+        "(grading does not depend on it).")
