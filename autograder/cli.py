@@ -2,6 +2,7 @@
 
     python -m autograder release [CHAPTER ...] [--exchange DIR]  solutions/ -> notebooks/ (-> DIR)
     python -m autograder close CHAPTER ... [--at WHEN]        a class's chapter: answers revealed
+    python -m autograder view --out DIR [--released CH ...]   the learners' view of the course
     python -m autograder collect SOURCE ... [--exchange DIR] folders, LMS zips, nbgrader exchange
     python -m autograder autograde CHAPTER|all [--jobs N | --scheduler ADDRESS] [--student ID]
     python -m autograder feedback CHAPTER|all [--student ID] [--exchange DIR]
@@ -135,6 +136,38 @@ def add_close(subparsers: argparse._SubParsersAction) -> None:
                              "server's checking service also does within a minute)")
     _add_course_options(parser)
     parser.set_defaults(handler=_close)
+
+
+def _view(args: argparse.Namespace) -> int:
+    from autograder.pipeline.view import ChapterStates, chapter_states, plan_view, write_view
+
+    course = Course.of(args.root, args.course_dir)
+    states = chapter_states(course, args.exchange)
+    released = set(args.released or states.released)
+    closed = set(args.closed or ()) | states.closed
+    view = plan_view(ChapterStates(frozenset(released | closed), frozenset(closed)), course.root)
+    write_view(view, args.out, course.root)
+    print(f"{args.out}: the learners' view for released {sorted(released) or 'none'}, closed "
+          f"{sorted(closed) or 'none'}; answers left out: {', '.join(sorted(view.hidden)) or '-'}")
+    return 0
+
+
+def add_view(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "view", help="write the learners' view of the course (for a learners' image)",
+        description="Write the course code a class's learners may see: what the released "
+                    "chapters import, without the answers of chapters not yet closed, and "
+                    "without checks (a class's checking service runs them). The class server "
+                    "keeps one up to date by itself; this command is for a learners' image "
+                    "(autograder/deploy/).")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR")
+    parser.add_argument("--released", nargs="*", type=_chapter_id, metavar="CHAPTER",
+                        help="chapters learners have (default: those in --exchange)")
+    parser.add_argument("--closed", nargs="*", type=_chapter_id, metavar="CHAPTER",
+                        help="chapters closed besides those whose due date has passed")
+    parser.add_argument("--exchange", type=Path, metavar="DIR", help="the class's exchange")
+    _add_course_options(parser)
+    parser.set_defaults(handler=_view)
 
 
 def _add_course_options(parser: argparse.ArgumentParser) -> None:
@@ -574,6 +607,7 @@ SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     add_exercises,
     add_release,
     add_close,
+    add_view,
     add_collect,
     add_autograde,
     add_feedback,

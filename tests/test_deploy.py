@@ -66,3 +66,31 @@ def test_dask_manifests_run_the_documented_commands() -> None:
     service = next(d for d in documents if d["kind"] == "Service")
     assert service["metadata"]["name"] == "dask-scheduler"
     assert service["spec"]["ports"][0]["port"] == 8786
+
+
+def _stages(dockerfile: str) -> dict[str, list[str]]:
+    """The instructions of each named stage of a Dockerfile."""
+    stages: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in dockerfile.replace("\\\n", " ").splitlines():
+        if line.startswith("FROM "):
+            current = stages.setdefault(line.split()[-1], [])
+        elif line.strip() and not line.startswith("#"):
+            current.append(line.strip())
+    return stages
+
+
+def test_the_learner_image_holds_the_view_and_reaches_the_checking_service() -> None:
+    stages = _stages((DEPLOY / "Dockerfile").read_text())
+    copies = [line for line in stages["learner"] if line.startswith("COPY")]
+    assert copies and all(" build/view/" in line for line in copies)  # the view and nothing else
+    assert any(line.startswith("COPY . ") for line in stages["course"])
+    documents = list(yaml.safe_load_all((DEPLOY / "checks-service.yaml").read_text()))
+    service = next(d for d in documents if d["kind"] == "Service")
+    deployment = next(d for d in documents if d["kind"] == "Deployment")
+    port = service["spec"]["ports"][0]["port"]
+    env = next(line for line in stages["learner"] if line.startswith("ENV TRANSFORMER_CHECKS"))
+    assert env.endswith(f"tcp://{service['metadata']['name']}:{port}")
+    command = deployment["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[:3] == ["python", "-m", "autograder.hub.checking"]
+    assert command[command.index("--listen") + 1] == f"tcp://0.0.0.0:{port}"

@@ -324,10 +324,10 @@ def check(exercise_id: str, fn: Any, hidden: bool = False) -> None:
         UnknownExerciseError: ``exercise_id`` is not registered.
         CheckingServiceError: in a class, the checking service did not answer.
     """
-    from autograder.learner.remote_check import remote_check, service_socket
+    from autograder.learner.remote_check import remote_check, service_address
 
     _load_chapters()
-    if exercise_id not in _REGISTRY and service_socket():
+    if exercise_id not in _REGISTRY and service_address():
         if not callable(fn):  # only functions travel to the service
             raise CheckFailed(_not_callable(exercise_id, fn, hidden))
         verdict = remote_check(exercise_id, fn, hidden)

@@ -3,7 +3,8 @@
 A learner's view of the course in a class holds no checks and no answers of open chapters
 (:mod:`autograder.pipeline.view`), so a test cell's ``check(...)`` asks this service
 (:mod:`autograder.learner.remote_check`). The service listens on a Unix socket that every
-learner's view binds; for each connection it forks a child that runs the exercise's visible
+learner's view binds (or on a TCP port, for learners on other machines: Kubernetes, see
+autograder/deploy/); for each connection it forks a child that runs the exercise's visible
 checks here, with the course's references, against the learner's function in the learner's
 own kernel, reached through the grader's proxies (:class:`autograder.sandbox.client.SocketPeer`
 and :class:`~autograder.sandbox.client.RemoteCallable`, the same wire as grading: values only,
@@ -11,7 +12,7 @@ nothing unpickled). The verdict and message are therefore exactly those of the v
 hidden checks never run here. The service also keeps the class's view up to date: a chapter
 whose due date passes is revealed within :data:`REFRESH_S` seconds.
 
-    python -m autograder.hub.checking --socket build/hub/checks/socket \\
+    python -m autograder.hub.checking --listen build/hub/checks/socket \\
         --course-dir build/hub/course --exchange build/hub/exchange
 
 ``make hub`` starts it as a JupyterHub service (autograder/hub/jupyterhub_config.py).
@@ -77,22 +78,51 @@ class _Handler(socketserver.BaseRequestHandler):
             peer.close()
 
 
-class CheckingService(socketserver.ForkingMixIn, socketserver.UnixStreamServer):
+class _Service(socketserver.ForkingMixIn):
     """Answers each connection in a child process of its own (``max_children`` at once), and
-    refreshes the class's view between requests when ``course`` is given."""
+    refreshes the class's view between requests when it has a course."""
 
     max_children = MAX_CHECKS
+    course: Course | None = None
+    exchange: str | os.PathLike | None = None
+    refreshed = 0.0
 
-    def __init__(self, path: str | os.PathLike, course: Course | None = None,
-                 exchange: str | os.PathLike | None = None) -> None:
-        path = Path(path)
+    def service_actions(self) -> None:
+        super().service_actions()
+        if self.course is not None and time.monotonic() - self.refreshed >= REFRESH_S:
+            from autograder.pipeline.view import refresh_view
+
+            refresh_view(self.course, self.exchange)
+            self.refreshed = time.monotonic()
+
+
+class _UnixService(_Service, socketserver.UnixStreamServer):
+    pass
+
+
+class _TcpService(_Service, socketserver.TCPServer):
+    allow_reuse_address = True
+
+
+def checking_service(address: str, course: Course | None = None,
+                     exchange: str | os.PathLike | None = None) -> socketserver.BaseServer:
+    """A service listening on ``address`` (a socket path, or ``tcp://HOST:PORT``), warmed up.
+
+    It listens before it warms up, so a learner's early check waits instead of failing.
+    """
+    if address.startswith("tcp://"):
+        host, _, port = address.removeprefix("tcp://").rpartition(":")
+        service: _Service = _TcpService((host, int(port)), _Handler)
+    else:
+        path = Path(address)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.parent.chmod(0o755)
         path.unlink(missing_ok=True)
-        super().__init__(str(path), _Handler)
+        service = _UnixService(str(path), _Handler)
         path.chmod(0o666)  # every learner's kernel connects
-        self.course, self.exchange, self.refreshed = course, exchange, 0.0
-        warm_up()
+    service.course, service.exchange = course, exchange
+    warm_up()
+    return service
 
 
 def warm_up() -> None:
@@ -120,14 +150,15 @@ def warm_up() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.hub.checking",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--socket", type=Path, required=True, help="the socket to listen on")
+    parser.add_argument("--listen", required=True, metavar="ADDRESS",
+                        help="a Unix socket's path, or tcp://HOST:PORT")
     parser.add_argument("--course-dir", type=Path, help="the class's course folder, whose "
                         "view/ the service keeps up to date")
     parser.add_argument("--exchange", type=Path, help="the class's nbgrader exchange")
     args = parser.parse_args(argv)
     course = Course.of(course_dir=args.course_dir) if args.course_dir else None
-    with CheckingService(args.socket, course, args.exchange) as service:
-        print(f"checking service on {args.socket}", flush=True)
+    with checking_service(args.listen, course, args.exchange) as service:
+        print(f"checking service on {args.listen}", flush=True)
         service.serve_forever(poll_interval=1.0)
     return 0
 

@@ -58,7 +58,7 @@ c.Authenticator.admin_users = set(instructors)
 c.JupyterHub.services = [{
     "name": "checks",
     "command": [sys.executable, "-m", "autograder.hub.checking",
-                "--socket", str(classroom.checks_socket),
+                "--listen", str(classroom.checks_socket),
                 "--course-dir", str(classroom.course_dir), "--exchange", str(classroom.exchange)],
     "environment": {"PATH": os.environ.get("PATH", "")},
 }]

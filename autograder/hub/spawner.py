@@ -35,7 +35,7 @@ from jupyterhub.spawner import LocalProcessSpawner
 
 from autograder.course import ROOT
 from autograder.hub.classroom import Classroom
-from autograder.learner.remote_check import SOCKET_ENV
+from autograder.learner.remote_check import CHECKS_ENV
 from autograder.pipeline.view import refresh_view, view_folder
 from autograder.sandbox.launcher import (
     ETC_FILES,
@@ -146,7 +146,7 @@ class ClassSpawner(LocalProcessSpawner):
         if self.role == "instructor":
             env["TRANSFORMER_COURSE_DIR"] = str(classroom.course_dir)
         else:
-            env[SOCKET_ENV] = str(classroom.checks_socket)
+            env[CHECKS_ENV] = str(classroom.checks_socket)
         return env
 
     async def start(self):

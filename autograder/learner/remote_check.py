@@ -3,9 +3,10 @@
 In a class, a learner's view of the course holds neither the checks nor the answers of the
 chapters that are still open (see :mod:`autograder.pipeline.view`). The test cells still call
 ``check("ch02.softmax", softmax)``; :func:`autograder.exercises.registry.check` then comes
-here when ``TRANSFORMER_CHECKS_SOCKET`` names the service's socket. This kernel connects, says
-which exercise it wants checked, and then answers the service's requests (call the function,
-build a model, run a backward pass, ...) exactly as a grading process answers the grader
+here when ``TRANSFORMER_CHECKS`` names the service: its socket's path, or ``tcp://HOST:PORT``.
+This kernel connects, says which exercise it wants checked, and then answers the service's
+requests (call the function, build a model, run a backward pass, ...) exactly as a grading
+process answers the grader
 (:class:`autograder.sandbox.serve.Server`, over :mod:`autograder.sandbox.wire`), until the
 service sends its verdict. The checks and the course's answers stay in the service's process
 (:mod:`autograder.hub.checking`): the verdict and the message are those of the visible checks,
@@ -22,7 +23,7 @@ from typing import Any
 
 from autograder.sandbox import serve, wire
 
-SOCKET_ENV = "TRANSFORMER_CHECKS_SOCKET"
+CHECKS_ENV = "TRANSFORMER_CHECKS"
 CONNECT_TIMEOUT_S = 10.0
 # A check of the slowest exercise (beam search on several models) takes a few seconds; a learner's
 # endless loop is theirs to interrupt.
@@ -35,9 +36,23 @@ class CheckingServiceError(ConnectionError):
     """The checking service could not be reached or stopped answering."""
 
 
-def service_socket() -> str | None:
-    """The checking service's socket in a class, or None (self-study: checks run here)."""
-    return os.environ.get(SOCKET_ENV) or None
+def service_address() -> str | None:
+    """The checking service's address in a class, or None (self-study: checks run here)."""
+    return os.environ.get(CHECKS_ENV) or None
+
+
+def _connect(address: str) -> socket.socket:
+    if address.startswith("tcp://"):
+        host, _, port = address.removeprefix("tcp://").rpartition(":")
+        return socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S)
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.settimeout(CONNECT_TIMEOUT_S)
+    try:
+        connection.connect(address)
+    except OSError:
+        connection.close()
+        raise
+    return connection
 
 
 class _Builders(dict):
@@ -65,26 +80,24 @@ def remote_check(exercise_id: str, fn: Any, hidden: bool = False) -> dict[str, A
             answering; the message says what to do.
         KeyboardInterrupt: the learner interrupted the kernel during the check.
     """
-    path = service_socket()
-    if path is None:
-        raise CheckingServiceError(f"{SOCKET_ENV} is not set")
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    address = service_address()
+    if address is None:
+        raise CheckingServiceError(f"{CHECKS_ENV} is not set")
     try:
-        connection.settimeout(CONNECT_TIMEOUT_S)
-        try:
-            connection.connect(path)
-        except OSError as exc:
-            raise _unreachable(path, exc) from None
+        connection = _connect(address)
+    except (OSError, ValueError) as exc:
+        raise _unreachable(address, exc) from None
+    try:
         connection.settimeout(REPLY_TIMEOUT_S)
         with connection.makefile("rb") as inp, connection.makefile("wb") as out:
             wire.write_frame(out, {"exercise": exercise_id, "hidden": bool(hidden),
                                    "names": {"answer": _kind(fn)}}, [])
-            return _serve_until_verdict(inp, out, fn, path)
+            return _serve_until_verdict(inp, out, fn, address)
     finally:
         connection.close()
 
 
-def _serve_until_verdict(inp: Any, out: Any, fn: Any, path: str) -> dict[str, Any]:
+def _serve_until_verdict(inp: Any, out: Any, fn: Any, address: str) -> dict[str, Any]:
     server = serve.Server({"answer": fn}, [], _Builders())
     try:
         while (frame := wire.read_frame(inp)) is not None:
@@ -93,13 +106,13 @@ def _serve_until_verdict(inp: Any, out: Any, fn: Any, path: str) -> dict[str, An
                 return header
             wire.write_frame(out, *server.reply(header, blobs, passthrough=(KeyboardInterrupt,)))
     except (OSError, wire.WireError) as exc:
-        raise _unreachable(path, exc) from None
-    raise _unreachable(path, "it closed the connection before its verdict")
+        raise _unreachable(address, exc) from None
+    raise _unreachable(address, "it closed the connection before its verdict")
 
 
-def _unreachable(path: str, cause: object) -> CheckingServiceError:
+def _unreachable(address: str, cause: object) -> CheckingServiceError:
     return CheckingServiceError(
-        f"this check runs on your class's checking service ({path}), which did not answer "
+        f"this check runs on your class's checking service ({address}), which did not answer "
         f"({cause}). Your work is safe: save the notebook, run the cell again in a minute, and "
         "if it keeps failing tell your instructor that the checking service is down "
         "(grading does not depend on it).")

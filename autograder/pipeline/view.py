@@ -89,8 +89,8 @@ def _closed(course: Course, now: datetime | None) -> set[str]:
 
 @dataclass(frozen=True)
 class View:
-    """The course modules of a learner's view (``modules``), and the modules it replaces by a
-    stub because they hold answers of open chapters (``hidden``: module -> exercise ids)."""
+    """The course modules of a learner's view (``modules``), and the modules it holds as a stub
+    because they hold answers of open chapters (``hidden``: module -> exercise ids)."""
 
     modules: frozenset[str]
     hidden: dict[str, tuple[str, ...]]
@@ -120,8 +120,8 @@ def plan_view(states: ChapterStates, root: Path = ROOT) -> View:
     reached = closure(roots | {p for m in roots for p in _packages(m)})
     reached |= {p for m in reached for p in _packages(m)}
     answers = open_answers(states)
-    return View(frozenset(reached - set(answers)),
-                {m: ids for m, ids in answers.items() if m in reached})
+    # Every open answer gets its stub, reached or not: an import of it then says why it fails.
+    return View(frozenset(reached - set(answers)), answers)
 
 
 def release_problems(chapter: str, states: ChapterStates, root: Path = ROOT) -> list[str]:

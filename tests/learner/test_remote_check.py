@@ -1,0 +1,120 @@
+"""The class's checking service: the same verdicts and messages as the checks run in the
+notebook, for every exercise's reference and every mutant, with the learner's function in the
+learner's own process and the checks in the service's."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from autograder import grade_function
+from autograder.course import CHAPTERS
+from autograder.demo.mutants import all_mutants
+from autograder.exercises.registry import all_exercises
+from autograder.learner.remote_check import (
+    CHECKS_ENV,
+    CheckingServiceError,
+    remote_check,
+)
+from autograder.pipeline.view import ChapterStates, plan_view, write_view
+
+MUTANTS = all_mutants()
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory) -> Iterator[Path]:
+    """A checking service of its own, as the class server starts it."""
+    path = tmp_path_factory.mktemp("checks") / "socket"
+    process = subprocess.Popen([sys.executable, "-m", "autograder.hub.checking",
+                                "--listen", str(path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300  # it warms up on every exercise first
+    while not _accepts(path):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"the checking service did not start: {process.stdout.read()}")
+        time.sleep(0.5)
+    yield path
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def _accepts(path: Path) -> bool:
+    if not path.exists():
+        return False
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def _cases(chapter: str) -> list[tuple[str, object]]:
+    cases = [(e.id, e.load_reference()) for e in all_exercises() if e.chapter == chapter]
+    return cases + [(m.exercise, m.fn) for m in MUTANTS if m.exercise[:4] == chapter[:4]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_same_verdicts_and_messages_as_in_the_notebook(service: Path, chapter: str,
+                                                       monkeypatch):
+    monkeypatch.setenv(CHECKS_ENV, str(service))
+    for exercise_id, fn in _cases(chapter):
+        local = grade_function(exercise_id, fn)
+        verdict = remote_check(exercise_id, fn)
+        assert (verdict["passed"], verdict["message"]) == (local.passed, local.message), \
+            (exercise_id, getattr(fn, "__name__", fn))
+
+
+def test_unknown_ids_hidden_checks_and_values(service: Path, monkeypatch):
+    monkeypatch.setenv(CHECKS_ENV, str(service))
+    verdict = remote_check("ch02.sofmax", len)
+    assert verdict["unknown"] and "ch02.softmax" in verdict["message"]
+    verdict = remote_check("ch02.softmax", len, hidden=True)
+    assert not verdict["passed"] and "only when your instructor grades" in verdict["message"]
+
+
+def test_a_service_that_is_down_is_named_with_what_to_do(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv(CHECKS_ENV, str(tmp_path / "nobody"))
+    with pytest.raises(CheckingServiceError, match="Your work is safe.*tell your instructor"):
+        remote_check("ch02.softmax", len)
+
+
+def test_a_notebook_in_the_learners_view_checks_through_the_service(service: Path,
+                                                                     tmp_path: Path):
+    """In a view without the checks and chapter 2's answers, check() gives the notebook's
+    verdicts: a pass printed, a failure raised with the check's message and hint."""
+    write_view(plan_view(ChapterStates(frozenset(CHAPTERS[:2]), frozenset(CHAPTERS[:1]))),
+               tmp_path)
+    code = f"""
+import sys, sysconfig
+sys.path[:0] = [{str(tmp_path)!r}, sysconfig.get_paths()["purelib"]]
+import numpy as np
+from autograder import check
+from autograder.exercises.registry import exercises
+assert exercises() == [], "no checks in the view"
+def softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+check("ch02.softmax", softmax)
+def wrong(x, axis=-1):
+    return np.exp(x) / np.exp(x).sum(axis=0, keepdims=True)
+try:
+    check("ch02.softmax", wrong)
+except AssertionError as exc:
+    print("FAILED:", exc)
+"""
+    result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                            timeout=300, cwd=tmp_path,
+                            env={"PATH": "/usr/bin:/bin", CHECKS_ENV: str(service)})
+    assert result.returncode == 0, result.stderr
+    assert "ch02.softmax (visible checks): all passed." in result.stdout
+    assert "FAILED: ch02.softmax (visible checks) failed:" in result.stdout
+    assert "softmax over the wrong axis" in result.stdout

@@ -1,0 +1,163 @@
+"""A class's learner view of the course: what the released chapters need, and no answer that is
+still being graded."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.course import CHAPTERS, Course
+from autograder.exercises.reach import reference_module, setup_import_nodes
+from autograder.exercises.registry import all_exercises
+from autograder.pipeline.release import register_assignments
+from autograder.pipeline.view import (
+    ChapterStates,
+    chapter_states,
+    check_class_release,
+    close_chapter,
+    open_answers,
+    plan_view,
+    write_view,
+)
+
+# Never in a learner's view: the checks and what they build answers from, the sample class and
+# its mutants, the tutorial-style code, the grading pipeline and the sandbox's grader side.
+NEVER = ("autograder.exercises.checks.", "autograder.exercises.layer_variants",
+         "autograder.exercises.beam_variants", "autograder.exercises.torch_checking",
+         "autograder.demo", "autograder.pipeline", "autograder.sandbox.client",
+         "autograder.sandbox.launcher", "autograder.hub", "solutions")
+
+
+def _open(k: int) -> ChapterStates:
+    """Chapters 1..k released, 1..k-1 closed: chapter k is the one being worked on."""
+    return ChapterStates(frozenset(CHAPTERS[:k]), frozenset(CHAPTERS[: k - 1]))
+
+
+@pytest.mark.parametrize("k", range(1, len(CHAPTERS) + 1), ids=lambda k: CHAPTERS[k - 1])
+def test_no_answer_of_an_open_chapter_and_no_grader_code(k: int):
+    view = plan_view(_open(k))
+    for exercise in all_exercises():
+        module = reference_module(exercise)
+        if exercise.chapter in CHAPTERS[: k - 1]:
+            continue
+        assert module not in view.modules, (exercise.id, module)
+    assert not [m for m in view.modules if m.startswith(NEVER)]
+    # Each answer still being graded is a stub whose import says why.
+    assert view.hidden == open_answers(_open(k))
+
+
+def test_closing_a_chapter_reveals_its_answers():
+    before, after = plan_view(_open(8)), plan_view(_open(9))
+    assert "transformer_ref.decoder_layer" in before.hidden
+    assert "transformer_ref.decoder_layer" in after.modules
+
+
+def _site_packages() -> str:
+    return sysconfig.get_paths()["purelib"]
+
+
+def _run_in_view(folder: Path, code: str, env: dict[str, str] | None = None,
+                 ) -> subprocess.CompletedProcess:
+    """``code`` in a Python that sees the course only through ``folder`` (no editable install:
+    site's .pth files are not read), as a learner's kernel on the class server does."""
+    prelude = f"import sys; sys.path[:0] = [{str(folder)!r}, {_site_packages()!r}]\n"
+    return subprocess.run([sys.executable, "-S", "-c", prelude + textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=300, cwd=folder,
+                          env={"PATH": "/usr/bin:/bin", **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def ch08_view(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("view")
+    write_view(plan_view(_open(8)), folder)
+    return folder
+
+
+def test_the_files_hold_no_reference_code(ch08_view: Path):
+    """No file of the view holds the source of an open exercise's reference."""
+    texts = "\n".join(p.read_text() for p in ch08_view.rglob("*.py"))
+    for exercise in all_exercises():
+        if exercise.chapter in CHAPTERS[7:]:
+            source = inspect.getsource(exercise.load_reference())
+            body = max(source.splitlines(), key=len).strip()  # its longest line
+            assert body not in texts, exercise.id
+    assert not list(ch08_view.rglob("mutants")) and not list(ch08_view.rglob("checks/ch*.py"))
+
+
+def test_a_hidden_module_says_why_and_when(ch08_view: Path):
+    result = _run_in_view(ch08_view, "import transformer_ref.decoder_layer")
+    assert result.returncode != 0
+    assert "ch08.decoder_layer" in result.stderr and "closes the chapter" in result.stderr
+
+
+def test_the_chapters_own_setup_imports_work_in_the_view(ch08_view: Path):
+    nb = nbformat.read(Course.of().source_notebook(CHAPTERS[7]), as_version=4)
+    imports = "\n".join(ast_unparse(node) for node in setup_import_nodes(nb))
+    result = _run_in_view(ch08_view, imports + "\nfrom autograder import check\nprint('ok')")
+    assert result.returncode == 0, result.stderr
+    # The stack still builds, from the learner's own layer.
+    result = _run_in_view(ch08_view, """
+        import torch
+        from torch import nn
+        from transformer_ref.modules import Decoder
+
+        class MyLayer(nn.Module):
+            def __init__(self, d_model, h, d_ff, dropout, norm_first, fast_attention):
+                super().__init__()
+                self.linear = nn.Linear(d_model, d_model)
+
+            def forward(self, x, memory, src_mask, tgt_mask):
+                return self.linear(x)
+
+        print(Decoder(2, 8, 2, 16, layer=MyLayer)(torch.ones(1, 3, 8), None, None, None).shape)
+        """)
+    assert result.returncode == 0 and "torch.Size([1, 3, 8])" in result.stdout, result.stderr
+
+
+def ast_unparse(node) -> str:
+    import ast
+
+    return ast.unparse(node)
+
+
+def test_write_view_updates_in_place_and_says_when_it_changed(tmp_path: Path):
+    assert write_view(plan_view(_open(2)), tmp_path)
+    marker = (tmp_path / "transformer_ref").stat().st_ino
+    assert not write_view(plan_view(_open(2)), tmp_path)
+    assert write_view(plan_view(_open(4)), tmp_path)
+    assert (tmp_path / "transformer_ref").stat().st_ino == marker  # the same folder, in place
+    assert json.loads((tmp_path / "view.json").read_text())["hidden"]
+    assert (tmp_path / "transformer_ref" / "np_heads.py").read_text().startswith('"""Not available')
+
+
+def test_states_come_from_the_exchange_and_the_due_dates(tmp_path: Path):
+    course = Course.of(course_dir=tmp_path / "course")
+    register_assignments(course.root, course.folder)
+    exchange = tmp_path / "exchange"
+    (exchange / "build-the-transformer" / "outbound" / CHAPTERS[1]).mkdir(parents=True)
+    assert chapter_states(course, exchange) == ChapterStates(frozenset([CHAPTERS[1]]),
+                                                            frozenset())
+    now = datetime.now(UTC)
+    close_chapter(course, CHAPTERS[0], now - timedelta(minutes=1))
+    close_chapter(course, CHAPTERS[1], now + timedelta(days=1))  # due tomorrow: still open
+    assert chapter_states(course, exchange).closed == {CHAPTERS[0]}
+    assert chapter_states(course, exchange, now + timedelta(days=2)).closed == set(CHAPTERS[:2])
+
+
+def test_a_class_release_that_needs_an_open_answer_is_refused(tmp_path: Path):
+    course = Course.of(course_dir=tmp_path / "course")
+    register_assignments(course.root, course.folder)
+    with pytest.raises(ValueError, match="ch02.scaled_dot_product_attention.*close CHAPTER"):
+        check_class_release(course, tmp_path / "exchange", [CHAPTERS[2]])
+    for chapter in CHAPTERS[:2]:
+        close_chapter(course, chapter)
+    check_class_release(course, tmp_path / "exchange", [CHAPTERS[2]])
