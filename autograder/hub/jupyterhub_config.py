@@ -11,6 +11,9 @@ exchange for everyone, the instructor's server on the course with the gradebook,
 servers without the instructor tools (the course's Jupyter configuration layers, see
 autograder/learner/jupyter/README.md).
 
+Grading uses the class's own secret, kept in the state folder (``<state>/hub/autograder_secret``,
+root only) and named to instructors' servers by ``AUTOGRADER_SECRET_FILE``.
+
 Everything the hub keeps is in the class's state folder (``$TRANSFORMER_HUB_STATE``, by default
 build/hub/), so a restart finds the accounts, the exchange, the gradebook and everybody's files
 as they were.
@@ -29,6 +32,8 @@ if os.geteuid() != 0:
 
 classroom = Classroom.from_env()
 classroom.prepare()
+# The class's grading secret, made on the first start; instructors' servers get its path.
+classroom.ensure_secret()
 learners, instructors = classroom.roster("learner"), classroom.roster("instructor")
 if not instructors:
     raise SystemExit(f"The class in {classroom.state} has no instructor yet: add one with "

@@ -18,8 +18,9 @@ capabilities and no way to regain privileges. It does not cut the network: the s
 reach the hub, and learners' programs can open connections like any local user's.
 
 Instructors' servers run as root, the user of the hub, on the repository (as ``make
-instructor``) with the class's gradebook and exchange: an instructor's account can do what
-root can on this machine.
+instructor``) with the class's gradebook and exchange, and with ``AUTOGRADER_SECRET_FILE``
+naming the class's grading secret (which their kernels do not get): an instructor's account
+can do what root can on this machine.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 from jupyterhub.spawner import LocalProcessSpawner
 
 from autograder.course import ROOT
+from autograder.exercises.checking import SECRET_FILE_ENV
 from autograder.hub.classroom import Classroom
 from autograder.sandbox.launcher import (
     ETC_FILES,
@@ -137,6 +139,7 @@ class ClassSpawner(LocalProcessSpawner):
         )
         if self.role == "instructor":
             env["TRANSFORMER_COURSE_DIR"] = str(classroom.course_dir)
+            env[SECRET_FILE_ENV] = str(classroom.secret_file)
         return env
 
     async def start(self):

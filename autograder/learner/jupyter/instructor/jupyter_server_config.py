@@ -11,3 +11,9 @@ c.ServerApp.jpserver_extensions.update({
 # The instructor's own kernels (a learner's notebook opened to look at it, say) never see the
 # grader's secret, AUTOGRADER_SECRET, which this server's environment may hold.
 c.MappingKernelManager.kernel_manager_class = "autograder.kernels.ServerKernelWithoutSecret"
+
+# JupyterLab shows the Formgrader in a frame of its own page. JupyterHub's servers forbid every
+# frame ("frame-ancestors 'none'") unless a server says otherwise: this one lets pages of its
+# own origin (the hub's address) frame it, as Jupyter Server does on its own, and no others.
+c.ServerApp.tornado_settings.update(
+    {"headers": {"Content-Security-Policy": "frame-ancestors 'self'"}})

@@ -13,3 +13,7 @@ ensure_alembic_on_path()  # formgrader opens the gradebook, which runs `alembic`
 
 c = get_config()  # noqa: F821 (nbgrader provides get_config when it reads this file)
 c.merge(course_config(course_dir=os.environ.get("TRANSFORMER_COURSE_DIR") or None))
+
+# An instructor works on every learner's files: nbgrader's "any student" (its default), never
+# the instructor's own name, which the exchange layer gives a class server's users.
+c.CourseDirectory.student_id = "*"
