@@ -170,10 +170,12 @@ class GradesExport(ExportPlugin):
 class CourseCollect(ExchangeCollect):
     """``ExchangeFactory.collect``: ``nbgrader collect`` and the formgrader's Collect button
     run the course's collect (:func:`~autograder.pipeline.collect.collect`) on the exchange:
-    every submission judged on its own, refusals and flags reported."""
+    every submission judged on its own, refusals and flags reported. The learners collected
+    enter the gradebook under their names, so the formgrader lists them by name at once."""
 
     def start(self) -> None:
         from autograder.pipeline.collect import collect
+        from autograder.pipeline.gradebook import register_students
 
         course = course_of(self.coursedir)
         report = collect(exchange=self.root, chapters=[self.coursedir.assignment_id],
@@ -181,6 +183,7 @@ class CourseCollect(ExchangeCollect):
         for line in report.lines():
             log = self.log.warning if line.startswith(("REFUSED", "FLAG")) else self.log.info
             log("%s", line)
+        register_students(course.config(), sorted({taken.student for taken in report.taken}))
 
 
 class ZipCollectRefused(ExtractorPlugin):

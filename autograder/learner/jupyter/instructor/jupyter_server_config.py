@@ -1,11 +1,16 @@
-"""Jupyter Server settings of instructor mode (`make instructor`): learner mode plus formgrader
-and the course list. Read before ../learner from JUPYTER_CONFIG_PATH, so these entries win."""
+"""Jupyter Server settings of instructor mode (`make instructor`): learner mode plus the
+course's formgrader and the course list. Read before ../learner from JUPYTER_CONFIG_PATH, so
+these entries win."""
 
 c = get_config()  # noqa: F821 (Jupyter provides get_config when it reads this file)
 
+# The formgrader is the course's (autograder/pipeline/formgrader: nbgrader's, with each
+# submission's flags and offline formulas), which serves the routes nbgrader's would.
 c.ServerApp.jpserver_extensions.update({
     "nbgrader.server_extensions.course_list": True,
-    "nbgrader.server_extensions.formgrader": True,
+    "nbgrader.server_extensions.formgrader": False,
+    "autograder.pipeline.formgrader": True,
+    "jupyter_server_mathjax": True,
 })
 
 # The instructor's own kernels (a learner's notebook opened to look at it, say) never see the
