@@ -121,3 +121,24 @@ def test_the_proxy_lock_runs_on_the_node_version_make_hub_asks_for(project_root:
     assert f"configurable-http-proxy {proxy}" in readme
     assert f"Node.js {major} or newer" in readme
     assert _allows(">= 20", 20) and not _allows(">=22.12.0", 20) and _allows("^16 || >=20", 22)
+
+
+def test_hub_secret(classroom: Classroom, capsys) -> None:
+    """`hub secret` makes the class's grading secret once and says where it is and how to grade
+    with it; `--rotate` replaces it; the grader accepts the file."""
+    from autograder.exercises.checking import SECRET_ENV, SECRET_FILE_ENV
+    from autograder.pipeline.secret import require_grading_secret
+
+    assert main(["hub", "secret"]) == 0
+    out = capsys.readouterr().out
+    path = classroom.secret_file
+    assert f"{SECRET_FILE_ENV}={path}" in out and "autograde" in out
+    first = path.read_text()
+    assert main(["hub", "secret"]) == 0 and path.read_text() == first
+    assert main(["hub", "secret", "--rotate"]) == 0
+    assert "wrote a new grading secret" in capsys.readouterr().out
+    assert path.read_text() != first and path.stat().st_mode & 0o777 == 0o600
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(SECRET_ENV, raising=False)
+        patch.setenv(SECRET_FILE_ENV, str(path))
+        assert not require_grading_secret().development

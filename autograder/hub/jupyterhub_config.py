@@ -14,6 +14,9 @@ autograder/learner/jupyter/README.md).
 Grading uses the class's own secret, kept in the state folder (``<state>/hub/autograder_secret``,
 root only) and named to instructors' servers by ``AUTOGRADER_SECRET_FILE``.
 
+Instructors' servers serve and grade the course in this repository, or in the copy that the
+hub's ``TRANSFORMER_COURSE_ROOT`` names (a folder with solutions/ and notebooks/).
+
 Everything the hub keeps is in the class's state folder (``$TRANSFORMER_HUB_STATE``, by default
 build/hub/), so a restart finds the accounts, the exchange, the gradebook and everybody's files
 as they were.

@@ -45,6 +45,8 @@ from autograder.sandbox.launcher import (
 )
 
 LAYERS = ROOT / "autograder" / "learner" / "jupyter"
+# The folder with solutions/ and notebooks/ that instructors' servers serve and grade from.
+COURSE_ROOT_ENV = "TRANSFORMER_COURSE_ROOT"
 # The course's Jupyter configuration layers of each role, first wins (see LAYERS/README.md).
 ROLE_LAYERS = {
     "learner": ("exchange", "learner"),
@@ -120,8 +122,11 @@ class ClassSpawner(LocalProcessSpawner):
         return preexec
 
     def server_folder(self) -> Path:
-        """What the server serves: a learner's home, or the repository for instructors."""
-        return self.classroom.home(self.user.name) if self.role == "learner" else ROOT
+        """What the server serves: a learner's home, or for instructors the course root (the
+        repository, unless the hub's ``TRANSFORMER_COURSE_ROOT`` names a copy of it)."""
+        if self.role == "learner":
+            return self.classroom.home(self.user.name)
+        return Path(os.environ.get(COURSE_ROOT_ENV) or ROOT)
 
     def user_env(self, env: dict[str, str]) -> dict[str, str]:
         classroom = self.classroom
@@ -139,6 +144,7 @@ class ClassSpawner(LocalProcessSpawner):
         )
         if self.role == "instructor":
             env["TRANSFORMER_COURSE_DIR"] = str(classroom.course_dir)
+            env[COURSE_ROOT_ENV] = str(self.server_folder())
             env[SECRET_FILE_ENV] = str(classroom.secret_file)
         return env
 

@@ -26,7 +26,6 @@ from typing import Any
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PrefixLoader, pass_context
 from jupyter_server.utils import url_path_join
 from nbconvert.exporters import HTMLExporter
-from nbconvert.filters.strings import clean_html
 from nbgrader.server_extensions.formgrader import apihandlers, handlers
 from nbgrader.server_extensions.formgrader.base import check_notebook_dir, check_xsrf
 from nbgrader.server_extensions.formgrader.formgrader import FormgradeExtension
@@ -34,6 +33,7 @@ from tornado import web
 from traitlets import Unicode
 
 from autograder.flags import read_flags
+from autograder.pipeline.feedback import sanitise_fragment
 from autograder.pipeline.plain_nbgrader import course_of
 
 HERE = Path(__file__).resolve().parent
@@ -53,15 +53,21 @@ def flags_of(coursedir: Any, student: str, chapter: str) -> list[dict[str, str |
 
 class FormgradeExporter(HTMLExporter):
     """nbgrader's page of one submission, with its flags (``resources["course_flags"]``),
-    MathJax from this server (``mathjax_url``) and the learner's HTML sanitised: Markdown
-    cells through nbconvert's ``clean_html`` as well as outputs (``sanitize_html``)."""
+    MathJax from this server (``mathjax_url``) and the learner's HTML sanitised as on the
+    feedback pages (:func:`~autograder.pipeline.feedback.sanitise_fragment`): Markdown cells
+    (which nbgrader's template renders without nbconvert's ``sanitize_html``) and outputs."""
 
     course_folder = Unicode(help="the course folder whose flag files are read")
+
+    def default_filters(self):
+        yield from super().default_filters()
+        # What nbconvert's templates pass HTML outputs through when sanitize_html is on.
+        yield "clean_html", sanitise_fragment
 
     @pass_context
     def markdown2html(self, context: Any, source: str) -> str:
         """nbconvert's Markdown filter, whose HTML is then sanitised."""
-        return clean_html(super().markdown2html(context, source))
+        return sanitise_fragment(super().markdown2html(context, source))
 
     def from_filename(self, filename: str, resources: dict | None = None,
                       **kw: Any) -> tuple[str, dict]:

@@ -20,5 +20,5 @@ c.MappingKernelManager.kernel_manager_class = "autograder.kernels.ServerKernelWi
 # JupyterLab shows the Formgrader in a frame of its own page. JupyterHub's servers forbid every
 # frame ("frame-ancestors 'none'") unless a server says otherwise: this one lets pages of its
 # own origin (the hub's address) frame it, as Jupyter Server does on its own, and no others.
-c.ServerApp.tornado_settings.update(
-    {"headers": {"Content-Security-Policy": "frame-ancestors 'self'"}})
+# (A plain value: JupyterHub's server extension reads this setting as a dict.)
+c.ServerApp.tornado_settings = {"headers": {"Content-Security-Policy": "frame-ancestors 'self'"}}
