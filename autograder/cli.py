@@ -430,10 +430,17 @@ def add_selfcheck(subparsers: argparse._SubParsersAction) -> None:
 
 def _demo(args: argparse.Namespace) -> int:
     from autograder.demo.demo import run_demo, table
+    from autograder.pipeline.secret import SecretError, development_grading, require_grading_secret
 
     if _jobs(args) < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
         return 2
+    try:
+        with development_grading():  # as the demo grades its sample class
+            print(require_grading_secret().notice())
+    except SecretError as exc:  # a class's secret is set, and it is not one to grade with
+        print(f"demo refused: {exc}", file=sys.stderr)
+        return 1
     try:
         result = run_demo(args.out, jobs=_jobs(args), scheduler=args.scheduler)
     except (ConnectionError, ValueError) as exc:  # no cluster, or one that cannot grade

@@ -142,3 +142,26 @@ def test_hub_secret(classroom: Classroom, capsys) -> None:
         patch.delenv(SECRET_ENV, raising=False)
         patch.setenv(SECRET_FILE_ENV, str(path))
         assert not require_grading_secret().development
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="learners' accounts and views need root")
+def test_a_learner_cannot_read_the_class_secret(classroom: Classroom) -> None:
+    """Neither inside the learner's view (which does not hold the hub's folder) nor by file
+    permissions on the machine (as the learner's own account) can a learner read the class's
+    grading secret."""
+    from autograder.hub.spawner import learner_view
+    from autograder.sandbox.launcher import bwrap_path
+
+    classroom.add(["alice"], "learner")
+    entry = classroom.ensure_account("alice")
+    secret = classroom.ensure_secret()
+    value = secret.read_text().strip()
+    as_alice = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}",
+                "--clear-groups", "--"]
+    attempts = [as_alice]
+    if bwrap_path() is not None:
+        attempts.append(learner_view(classroom, "alice", entry.pw_uid, entry.pw_gid))
+    for prefix in attempts:
+        result = subprocess.run([*prefix, "cat", str(secret)], capture_output=True, text=True,
+                                timeout=60, check=False)
+        assert result.returncode != 0 and value not in result.stdout, result
