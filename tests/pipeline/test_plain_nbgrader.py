@@ -302,7 +302,9 @@ def test_formgrader_buttons_take_the_course_path(graded, tmp_path,
             assert result["success"], result
         submission = server.call("GET", f"/formgrader/api/submission/{CH}/cheat")
         listed = {s["student"]: s for s in server.call("GET", f"/formgrader/api/submissions/{CH}")}
-        page = server.page(f"/formgrader/submissions/{submission['id']}/")
+        notebooks = server.call("GET", f"/formgrader/api/submitted_notebooks/{CH}/{CH}")
+        page = server.page("/formgrader/submissions/"
+                           f"{next(n['id'] for n in notebooks if n['student'] == 'cheat')}/")
         result = server.call("POST", f"/formgrader/api/assignment/{CH}/cheat/generate_feedback")
         assert result["success"], result
         # The whole chapter's feedback, though JUPYTERHUB_USER names the instructor.
