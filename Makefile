@@ -45,10 +45,18 @@ instructor: $(STAMP)
 # A JupyterHub for a class on this machine, run as root (learners' servers run as their own
 # accounts). Add people first: .venv/bin/python -m autograder hub add NAME [--instructor]
 hub: $(STAMP) $(PROXY)
+	@$(NODE_CHECK)
 	@echo "Class server for $(HUB_STATE): $(HUB_URL)/hub/login (Ctrl-C stops it)"
 	TRANSFORMER_HUB_STATE="$(HUB_STATE)" $(BIN)/jupyterhub -f $(HUB_CONFIG) --JupyterHub.bind_url=$(HUB_URL)
 
 # JupyterHub's proxy, from npm at the version locked in autograder/hub/, into build/proxy/.
+# Every package of that lock runs on Node.js $(NODE_MAJOR) (Debian 13's) or newer
+# (tests/test_hub_roster.py checks the lock); `make hub` checks the Node.js it finds.
+NODE_MAJOR := 20
+NODE_CHECK = node -e 'const major = Number(process.versions.node.split(".")[0]); \
+	if (major < $(NODE_MAJOR)) { console.error("make hub: the proxy needs Node.js $(NODE_MAJOR) or " \
+	+ "newer, and this machine has " + process.version + ". Install a newer nodejs (Debian 13: " \
+	+ "sudo apt-get install nodejs npm), then run make hub again."); process.exit(1); }'
 PROXY_INSTALL = mkdir -p build/proxy \
 	&& cp autograder/hub/package.json autograder/hub/package-lock.json build/proxy/ \
 	&& cd build/proxy && npm ci --no-audit --no-fund && touch node_modules/.bin/configurable-http-proxy
@@ -58,10 +66,11 @@ $(PROXY): autograder/hub/package.json autograder/hub/package-lock.json
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 			apt-get update -qq && apt-get install -y -qq nodejs npm; \
 		else \
-			echo "make hub needs Node.js 20 or newer and npm: sudo apt-get install nodejs npm"; \
+			echo "make hub needs Node.js $(NODE_MAJOR) or newer and npm: sudo apt-get install nodejs npm"; \
 			exit 1; \
 		fi; \
 	fi
+	@$(NODE_CHECK)
 	$(PROXY_INSTALL)
 
 # The class-server test (tests/test_hub.py) needs the proxy: install it where npm is, otherwise

@@ -11,6 +11,7 @@
     python -m autograder selfcheck NOTEBOOK ...               a learner's own notebook
     python -m autograder demo [--jobs N | --scheduler ADDRESS] [--out DIR]   a sample class
     python -m autograder hub add|password|remove|list [NAME ...]  the class server's roster
+    python -m autograder hub secret [--rotate]                   the class's grading secret
 
 Every subcommand lives here: a function ``add_<name>(subparsers)`` adds its parser and sets
 ``handler`` to a function ``(args) -> int`` (the exit status); ``SUBCOMMANDS`` lists them. The
@@ -62,19 +63,14 @@ def _chapter_id(text: str) -> str:
 
 def _release(args: argparse.Namespace) -> int:
     # Imported here: nbgrader is slow to import and only this subcommand needs it.
-    from autograder.pipeline.exchange import release_to_exchange
-    from autograder.pipeline.release import chapters_in, release
-    from autograder.pipeline.view import check_class_release, refresh_view, view_folder
+    from autograder.pipeline.release import release
+    from autograder.pipeline.view import view_folder
 
     course = Course.of(args.root, args.course_dir)
     try:
-        if args.exchange is not None:
-            check_class_release(course, args.exchange, args.chapters or chapters_in(course.root))
-        chapters = release(args.chapters or None,
+        chapters = release(args.chapters or None, exchange=args.exchange,
                            progress=lambda line: print(line, flush=True), **course.as_kwargs())
         if args.exchange is not None:
-            release_to_exchange(chapters, args.exchange, **course.as_kwargs())
-            refresh_view(course, args.exchange)
             print(f"released {', '.join(chapters)} to the exchange {args.exchange}; the "
                   f"learners' view of the course is in {view_folder(course)}")
     except (ValueError, RuntimeError) as exc:  # the documented failures of both steps
@@ -252,11 +248,17 @@ def _autograde(args: argparse.Namespace) -> int:
     from autograder.pipeline.grade import autograde
     from autograder.pipeline.gradebook import quiet_gradebook, read_scores
     from autograder.pipeline.report import summary_table
+    from autograder.pipeline.secret import SecretError, require_grading_secret
     from autograder.sandbox.launcher import sandbox_report
 
     if _jobs(args) < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
         return 2
+    try:
+        print(require_grading_secret().notice())
+    except SecretError as exc:
+        print(f"autograde refused: {exc}", file=sys.stderr)
+        return 1
     course = _course(args)
     chapters = _chapters(args, course)
     if not chapters:
@@ -505,10 +507,17 @@ def add_selfcheck(subparsers: argparse._SubParsersAction) -> None:
 
 def _demo(args: argparse.Namespace) -> int:
     from autograder.demo.demo import run_demo, table
+    from autograder.pipeline.secret import SecretError, development_grading, require_grading_secret
 
     if _jobs(args) < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
         return 2
+    try:
+        with development_grading():  # as the demo grades its sample class
+            print(require_grading_secret().notice())
+    except SecretError as exc:  # a class's secret is set, and it is not one to grade with
+        print(f"demo refused: {exc}", file=sys.stderr)
+        return 1
     try:
         result = run_demo(args.out, jobs=_jobs(args), scheduler=args.scheduler)
     except (ConnectionError, ValueError) as exc:  # no cluster, or one that cannot grade
@@ -545,6 +554,8 @@ def _hub(args: argparse.Namespace) -> int:
     from autograder.hub.classroom import Classroom
 
     classroom = Classroom.from_env(args.state)
+    if args.action == "secret":
+        return _hub_secret(classroom, rotate=args.rotate)
     if args.action == "list":
         for role in ("instructor", "learner"):
             names = classroom.roster(role)
@@ -583,20 +594,41 @@ def _hub(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hub_secret(classroom, rotate: bool) -> int:
+    from autograder.exercises.checking import SECRET_FILE_ENV
+
+    try:
+        path = classroom.ensure_secret(rotate=rotate)
+    except PermissionError as exc:
+        print(f"hub secret: {exc}", file=sys.stderr)
+        return 1
+    if rotate:
+        print(f"wrote a new grading secret to {path}. Chapters graded from now on draw new "
+              "hidden inputs (grade a chapter's whole class with one secret).")
+    print(f"The class's grading secret is in {path} (root only). Instructors' servers on the "
+          "hub use it; from a shell on this machine, grade with\n"
+          f"  sudo {SECRET_FILE_ENV}={path} .venv/bin/python -m autograder autograde ...")
+    return 0
+
+
 def add_hub(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``hub add|remove|list [NAME ...] [--instructor] [--state DIR]``."""
+    """Add ``hub add|password|remove|list|secret [NAME ...] [--instructor] [--rotate]``."""
     parser = subparsers.add_parser(
-        "hub", help="the roster of the class server (make hub)",
+        "hub", help="the roster and grading secret of the class server (make hub)",
         description="add: put learners (or --instructor instructors) on the class server's "
                     "roster and print a password for each new one (learners also get their "
                     "system account and home folder; needs root). password: print a new "
                     "password. remove: take names off the roster (their files stay). list: "
-                    "print the roster. The hub sees changes at once.")
-    parser.add_argument("action", choices=("add", "password", "remove", "list"))
+                    "print the roster. secret: print where the class's grading secret is "
+                    "(created if missing; --rotate writes a new one). The hub sees changes at "
+                    "once.")
+    parser.add_argument("action", choices=("add", "password", "remove", "list", "secret"))
     parser.add_argument("names", nargs="*", metavar="NAME",
                         help="user names: lower-case letters, digits, '-' and '_'")
     parser.add_argument("--instructor", action="store_true",
                         help="add them as instructors (the hub's admins) instead of learners")
+    parser.add_argument("--rotate", action="store_true",
+                        help="secret: replace the grading secret with a new random one")
     parser.add_argument("--state", type=Path, default=None,
                         help="the class's state folder (default: $TRANSFORMER_HUB_STATE, else "
                              "build/hub)")

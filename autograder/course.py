@@ -190,9 +190,11 @@ def course_config(
     # Feedback pages show learners' HTML: they are sanitised (autograder/pipeline/feedback.py).
     c.GenerateFeedback.exporter_class = "autograder.pipeline.feedback.FeedbackExporter"
     # Plain nbgrader commands and the formgrader's buttons take the course's path
-    # (autograder/pipeline/plain_nbgrader.py): sandboxed and verified grading with flags,
-    # feedback without hidden tests, the CSV with flags, the course's collect (zip_collect,
-    # which would bypass it, stops), and kernels that never see the grader's secret.
+    # (autograder/pipeline/plain_nbgrader.py): sandboxed and verified grading with flags, only
+    # with a class's secret, feedback without hidden tests, the CSV with flags, the course's
+    # collect (zip_collect, which would bypass it, stops), the course's release (the gradebook
+    # records the chapter), a feedback release that says what it released, and kernels that
+    # never see the grader's secret.
     hooks = "autograder.pipeline.plain_nbgrader"
     c.Autograde.exporter_class = f"{hooks}.SandboxedAutograde"
     c.Autograde.sanitize_preprocessors = []
@@ -204,6 +206,8 @@ def course_config(
                                         "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
     c.ExportApp.plugin_class = f"{hooks}.GradesExport"
     c.ExchangeFactory.collect = f"{hooks}.CourseCollect"
+    c.ExchangeFactory.release_assignment = f"{hooks}.CourseRelease"
+    c.ExchangeFactory.release_feedback = f"{hooks}.CourseReleaseFeedback"
     c.ZipCollectApp.extractor_plugin = f"{hooks}.ZipCollectRefused"
     c.Execute.kernel_manager_class = "autograder.kernels.KernelWithoutSecret"
 

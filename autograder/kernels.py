@@ -20,12 +20,13 @@ from typing import Any
 from jupyter_client.ioloop import AsyncIOLoopKernelManager
 from jupyter_client.manager import AsyncKernelManager
 
-from autograder.exercises.checking import SECRET_ENV
+from autograder.exercises.checking import SECRET_ENV, SECRET_FILE_ENV
 
 
 def without_secret(env: dict[str, str]) -> dict[str, str]:
-    """``env`` without the grader's secret."""
-    return {key: value for key, value in env.items() if key != SECRET_ENV}
+    """``env`` without the grader's secret, or the name of the file that holds it."""
+    return {key: value for key, value in env.items()
+            if key not in (SECRET_ENV, SECRET_FILE_ENV)}
 
 
 class _NoSecret:

@@ -139,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {k: v for k, v in os.environ.items() if k not in ("TRANSFORMER_COURSE_FAST",
                                                             "PYTHONPATH")}
     env["PATH"] = os.pathsep.join([scripts, env.get("PATH", "")])
+    env["AUTOGRADER_DEVELOPMENT"] = "1"  # the sample class grades with the development secret
     if not args.full:
         env["TRANSFORMER_COURSE_FAST"] = "1"
     with ExitStack() as stack:

@@ -2,6 +2,7 @@
 ports, and the browser of the browser tests."""
 
 import importlib.util
+import os
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,6 +13,10 @@ from ci_env import in_ci
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
+
+# The tests grade sample learners, not a class: the development secret may grade them (tests
+# that need a class's secret set one; tests of the refusal remove this).
+os.environ["AUTOGRADER_DEVELOPMENT"] = "1"
 
 
 @pytest.fixture(scope="session")

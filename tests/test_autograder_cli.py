@@ -33,8 +33,9 @@ def test_exercises_command_lists_every_id(project_root):
 def test_release_passes_chapter_ids_and_prints_progress(monkeypatch, capsys):
     calls = []
 
-    def recording(chapters, progress, **course):
+    def recording(chapters, progress, exchange, **course):
         calls.append(chapters)
+        assert exchange is None  # no --exchange: notebooks/ and the gradebook only
         assert course == Course.of(None, None).as_kwargs()
         progress("[1/1] releasing ch02_attention ...")
         return chapters or []

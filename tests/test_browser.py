@@ -399,7 +399,10 @@ def test_instructor_mode_adds_the_instructor_tools(
         assert item in labels, f"{item!r} missing from the Nbgrader menu ({shot}): {labels}"
     # The Assignment List needs an exchange, which this server has none of.
     assert "Assignment List" not in labels, shot
-    assert "Loading the formgrader nbgrader serverextension" in instructor_lab.log.read_text()
+    # The course's formgrader (nbgrader's, with flags), not nbgrader's own.
+    log = instructor_lab.log.read_text()
+    assert "Loading the course's formgrader" in log
+    assert "Loading the formgrader nbgrader serverextension" not in log
     _assert_no_dialog_or_popup(page, shot)
     _assert_quiet_log(instructor_lab)
 

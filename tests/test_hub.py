@@ -1,23 +1,27 @@
-"""The class server (`make hub`) end to end, in a real browser.
+"""A whole class on the class server (`make hub`), driven in a real browser as people do it.
 
 The hub starts as the Makefile starts it (``jupyterhub -f autograder/hub/jupyterhub_config.py``,
-the proxy from build/proxy), on free localhost ports, with a state folder of its own and system
-accounts under a prefix of this run (removed at the end). An instructor releases chapter 2
-into the class's exchange; two learners log in, fetch it from the Assignment List, each fills
-the softmax exercise (alice correctly, bob with a bug from the course's mutants), validates
-and submits. The hub restarts and alice's work is still there. The instructor collects from
-the exchange, grades, exports the CSV and releases the feedback; each learner fetches and
-reads their own feedback page and cannot reach the other's.
+the proxy from build/proxy), once, on free localhost ports, with a state folder of its own and
+system accounts under a prefix of this run (removed at the end). Its environment holds no
+grading secret: grading uses the class's own, which the hub made and gives instructors' servers.
 
-Needs root (learners' servers run as their own accounts), Debian's Chromium and the proxy
-(`make test` installs both); outside CI a missing one skips, in CI (CI=true) it fails.
+* The instructor creates the class (``python -m autograder hub add``), logs in, opens the
+  Formgrader from JupyterLab's Nbgrader menu (in JupyterLab's own frame) and releases chapter 2.
+* Two learners log in, fetch it from the Assignment List, each fills the softmax exercise
+  (alice correctly, bob with a bug from the course's mutants; bob validates) and submits.
+* The instructor, in the Formgrader, collects, autogrades each learner (with the class's
+  secret), reads the flags in the submissions list and on bob's page (formulas typeset with
+  nothing fetched from outside the hub), generates and releases the feedback of the chapter.
+* alice fetches her feedback and reads it, and cannot reach bob's.
+
+Every step asserts what the person sees. Needs root (learners' servers run as their own
+accounts), Debian's Chromium and the proxy (`make test` installs both); outside CI a missing one
+skips, in CI (CI=true) it fails.
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import os
 import pwd
 import re
@@ -40,10 +44,12 @@ from test_browser import KERNEL_IDLE_JS, UI_MS, _screenshot
 
 from autograder.course import COURSE_ID
 from autograder.demo.sample_class import load_chapter, mutant_source
+from autograder.exercises.checking import SECRET_ENV, SECRET_FILE_ENV
 from autograder.exercises.registry import all_exercises
+from autograder.pipeline.secret import DEVELOPMENT_ENV
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, FrameLocator, Locator, Page
 
 ROOT = Path(__file__).resolve().parents[1]
 PROXY = ROOT / "build" / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
@@ -56,6 +62,8 @@ INSTRUCTOR = "carol"
 HUB_START_S = 90
 SPAWN_MS = 180_000
 VALIDATE_MS = 180_000
+RELEASE_MS = 120_000  # nbgrader generates the chapter first
+GRADE_MS = 300_000  # one learner in the sandbox, in the instructor's server, on a busy machine
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -144,7 +152,8 @@ class Hub:
 @pytest.fixture(scope="module")
 def hub(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
         free_port: Callable[[], int]) -> Iterator[Hub]:
-    """A class with two learners and an instructor, chapter 2 released into its exchange."""
+    """A class with two learners and an instructor; its instructors serve a copy of the course
+    holding chapter 2 (so that releasing never rewrites the repository's notebooks/)."""
     if os.geteuid() != 0:
         _needs("the class server runs learners' servers as their own accounts, which needs "
                "root")
@@ -156,8 +165,11 @@ def hub(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
         (root / folder).mkdir(parents=True)
         subprocess.run(["cp", "-r", str(ROOT / folder / CHAPTER), str(root / folder)], check=True)
     prefix = f"t{secrets.token_hex(3)}-"
-    env = {**os.environ, "TRANSFORMER_HUB_STATE": str(state),
-           "TRANSFORMER_HUB_USER_PREFIX": prefix, "AUTOGRADER_SECRET": secrets.token_hex(16)}
+    # No grading secret and no development setting: the class's own secret must do.
+    env = {key: value for key, value in os.environ.items()
+           if key not in (SECRET_ENV, SECRET_FILE_ENV, DEVELOPMENT_ENV)}
+    env.update(TRANSFORMER_HUB_STATE=str(state), TRANSFORMER_HUB_USER_PREFIX=prefix,
+               TRANSFORMER_COURSE_ROOT=str(root))
     server = Hub(state, root, env, {}, prefix, (free_port(), free_port(), free_port()),
                  base / "hub.log")
     try:
@@ -166,8 +178,6 @@ def hub(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
             server.accounts += [prefix + name for name in names if name in LEARNERS]
             server.passwords.update(re.findall(r"^(\w+)  (\S+)$", out, flags=re.M))
         assert sorted(server.passwords) == sorted([*LEARNERS, INSTRUCTOR])
-        course = ["--root", str(root), "--course-dir", str(state / "course")]
-        _run("release", "ch02", "--exchange", str(state / "exchange"), *course, env=env)
         server.start()
         yield server
     finally:
@@ -237,8 +247,10 @@ def _validate(page: Page) -> str:
     return text
 
 
-def _learner_works(page: Page, hub: Hub, name: str, source: str, shots: Path) -> str:
-    """Log in, fetch chapter 2, fill the exercise, validate and submit; the validation text."""
+def _learner_works(page: Page, hub: Hub, name: str, source: str, shots: Path,
+                   validate: bool) -> str:
+    """Log in, fetch chapter 2, fill the exercise, validate if asked and submit; the text of
+    the validation dialog ("" without one)."""
     _log_in(page, hub, name)
     _assignment_list(page)
     released = page.locator("#released_assignments_list")
@@ -249,7 +261,7 @@ def _learner_works(page: Page, hub: Hub, name: str, source: str, shots: Path) ->
     assert _notebook_file(hub, name).is_file(), "fetched into the learner's own folder"
 
     _fill_exercise(page, hub, name, source)
-    validation = _validate(page)
+    validation = _validate(page) if validate else ""
 
     _assignment_list(page)
     fetched = page.locator("#fetched_assignments_list")
@@ -275,85 +287,161 @@ def _fetch_feedback(page: Page, hub: Hub, name: str, shots: Path) -> Path:
     return pages[0]
 
 
+# ----------------------------------------------------------------------------- the Formgrader
+
+
+def _open_formgrader(page: Page) -> FrameLocator:
+    """Nbgrader > Formgrader in JupyterLab; the Formgrader's frame, once it shows its page."""
+    page.locator("#jp-MainMenu").get_by_text("Nbgrader", exact=True).click()
+    page.locator("#jp-mainmenu-nbgrader").get_by_text("Formgrader", exact=True).click()
+    frame = page.frame_locator("#formgrader-iframe iframe")
+    frame.get_by_role("heading", name="Manage Assignments").wait_for(timeout=UI_MS)
+    return frame
+
+
+def _press(frame: FrameLocator, row: Locator, button: str, timeout: int = UI_MS) -> str:
+    """Press a Formgrader button (the cell of class ``button`` in ``row``), wait for its
+    answer and return the dialog's text (message and log); closes the dialog. A dialog that
+    reports an error fails the test with its text."""
+    row.locator(f".{button} a").click()
+    dialog = frame.locator("#success-modal, #error-modal")
+    dialog.wait_for(timeout=timeout)
+    text = dialog.inner_text()
+    assert frame.locator("#error-modal").count() == 0, f"{button} failed:\n{text}"
+    dialog.locator("button.btn-primary").click()
+    dialog.wait_for(state="detached", timeout=UI_MS)
+    return text
+
+
+def _assignment_row(frame: FrameLocator) -> Locator:
+    row = frame.locator("#main-table tr", has_text=CHAPTER)
+    row.locator(".status .label").wait_for(timeout=UI_MS)
+    return row
+
+
+def _submission_row(frame: FrameLocator, name: str) -> Locator:
+    return frame.locator("#main-table tr", has=frame.locator(".student-id", has_text=name))
+
+
 # ----------------------------------------------------------------------------- the test
 
 
-def test_a_class_fetches_submits_and_gets_its_own_feedback(
+def test_an_instructor_runs_a_class_through_the_formgrader(
     browser: Browser, hub: Hub, tmp_path: Path
 ) -> None:
     chapter = load_chapter(CHAPTER, hub.root)
     sources = {"alice": chapter.solutions[EXERCISE], "bob": mutant_source(EXERCISE, BUG)}
     points = {e.id: e.points for e in all_exercises()}
-
-    # A wrong password is refused.
-    context = browser.new_context()
+    # The chapter's points: every graded cell's, the checks' and the written answers'.
+    chapter_points = sum(cell.metadata["nbgrader"]["points"] for cell in nbformat.read(
+        hub.root / "notebooks" / NOTEBOOK, as_version=4).cells
+        if cell.metadata.get("nbgrader", {}).get("points"))
+    instructor = browser.new_context(viewport={"width": 1400, "height": 1000})
+    outside: list[str] = []  # what the instructor's pages fetched from beyond the hub
+    instructor.on("request", lambda request: None if request.url.startswith(
+        (hub.url, "data:", "blob:", "about:")) else outside.append(request.url))
     try:
-        page = context.new_page()
+        # A wrong password is refused.
+        page = instructor.new_page()
         page.goto(f"{hub.url}/hub/login")
-        page.fill("#username_input", "alice")
+        page.fill("#username_input", INSTRUCTOR)
         page.fill("#password_input", hub.passwords["bob"])
         page.click("#login_submit")
         page.locator(".login_error").wait_for(timeout=UI_MS)
+
+        # The instructor opens the Formgrader from JupyterLab's menu and releases chapter 2:
+        # the gradebook records it, with its points.
+        _log_in(page, hub, INSTRUCTOR)
+        formgrader = _open_formgrader(page)
+        row = _assignment_row(formgrader)
+        assert "draft" in row.locator(".status").inner_text()
+        released = _press(formgrader, row, "release", timeout=RELEASE_MS)
+        assert f"Successfully released '{CHAPTER}'" in released
+        assert "the gradebook holds its points" in released, released
+        formgrader.locator("#main-table tr", has_text=CHAPTER).locator(
+            ".status", has_text="released").wait_for(timeout=UI_MS)
+        _screenshot(page, tmp_path, "formgrader_released")
+
+        # Two learners fetch, work and submit; bob validates first.
+        validations = {}
+        for name in LEARNERS:
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            try:
+                validations[name] = _learner_works(context.new_page(), hub, name,
+                                                   sources[name], tmp_path,
+                                                   validate=name == "bob")
+            finally:
+                context.close()
+        assert f"{EXERCISE} (visible checks) failed" in validations["bob"], validations["bob"]
+        for name in LEARNERS:  # each learner's folder is theirs alone
+            home = hub.state / "home" / name
+            assert home.stat().st_uid == pwd.getpwnam(hub.prefix + name).pw_uid
+            assert home.stat().st_mode & 0o777 == 0o700
+
+        # The instructor collects, then autogrades each learner, with the class's secret.
+        page.reload()
+        formgrader = _open_formgrader(page)
+        collected = _press(formgrader, _assignment_row(formgrader), "collect")
+        assert "collected 2 submission(s)" in collected, collected
+        _assignment_row(formgrader).locator(".num-submissions a", has_text="2").click()
+        for name in LEARNERS:
+            graded = _press(formgrader, _submission_row(formgrader, name), "autograde",
+                            timeout=GRADE_MS)
+            assert f"Successfully autograded '{CHAPTER}' for student '{name}'" in graded
+            assert f"grading with the class's secret from {SECRET_FILE_ENV}" in graded, graded
+
+        # The submissions list: names from the roster, scores out of the chapter's points,
+        # and each submission's flags with their reasons.
+        rows = {name: _submission_row(formgrader, name) for name in LEARNERS}
+        rows["bob"].locator(".score", has_text="/").wait_for(timeout=UI_MS)
+        _screenshot(page, tmp_path, "formgrader_submissions")
+        for name, row in rows.items():
+            assert row.locator(".student-name").inner_text().strip() == name
+            expected = points[EXERCISE] if name == "alice" else 0
+            assert row.locator(".score").inner_text().split() == [
+                f"{expected:g}", "/", f"{chapter_points:g}"], row.inner_text()
+            flags = row.locator(".flags").inner_text()
+            assert "cell_error" in flags and "raised NotImplementedError" in flags, flags
+
+        # bob's page, where written answers are graded: his flags above the notebook, and
+        # the chapter's formulas typeset.
+        rows["bob"].locator(".student-name a").click()
+        formgrader.locator("#main-table a", has_text=CHAPTER).click()
+        flags = formgrader.locator("#course-flags")
+        flags.wait_for(timeout=UI_MS)
+        assert "read these before you trust the score" in flags.inner_text()
+        assert "cell_error" in flags.inner_text()
+        formgrader.locator(".MathJax").first.wait_for(timeout=UI_MS)
+        title = formgrader.locator("h1", has_text="Scaled dot-product attention")
+        assert title.count() == 1  # Markdown shown as a page, not as escaped HTML
+        assert "<p>" not in formgrader.locator(".text_cell_render").first.inner_text()
+        _screenshot(page, tmp_path, "formgrader_submission")
+
+        # The feedback of the whole chapter: generated, then released, each naming learners.
+        page.reload()
+        formgrader = _open_formgrader(page)
+        written = _press(formgrader, _assignment_row(formgrader), "generate-feedback",
+                         timeout=GRADE_MS)
+        assert f"Successfully generated feedback of '{CHAPTER}'" in written
+        assert all(f"wrote the feedback page of {name}" in written for name in LEARNERS)
+        handed = _press(formgrader, _assignment_row(formgrader), "release-feedback")
+        assert (f"released the feedback of 2 submission(s) of {CHAPTER}: alice, bob"
+                in handed), handed
+        assert outside == [], f"the instructor's pages fetched from outside the hub: {outside}"
     finally:
-        context.close()
+        instructor.close()
 
-    validations = {}
-    for name in LEARNERS:
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        try:
-            validations[name] = _learner_works(context.new_page(), hub, name, sources[name],
-                                               tmp_path)
-        finally:
-            context.close()
-    # Validate runs the visible checks: bob's softmax fails them, alice's passes.
-    assert f"{EXERCISE} (visible checks) failed" in validations["bob"], validations["bob"]
-    assert f"{EXERCISE} (visible checks) failed" not in validations["alice"]
-    # Each learner's folder is theirs alone.
-    for name in LEARNERS:
-        home = hub.state / "home" / name
-        assert home.stat().st_uid == pwd.getpwnam(hub.prefix + name).pw_uid
-        assert home.stat().st_mode & 0o777 == 0o700
-
-    # A restart of the hub keeps the accounts and the learners' work.
-    hub.stop()
-    hub.start()
+    # alice fetches and reads her feedback, and cannot reach bob's.
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
         page = context.new_page()
-        _log_in(page, hub, "alice")
-        page.goto(f"{hub.url}/user/alice/lab/tree/{NOTEBOOK}?reset")
-        marker = sources["alice"].strip().splitlines()[-1].strip()
-        page.locator(".jp-CodeCell", has_text=marker).first.wait_for(timeout=SPAWN_MS)
+        feedback = _fetch_feedback(page, hub, "alice", tmp_path)
+        relative = feedback.relative_to(hub.state / "home" / "alice").as_posix()
+        page.goto(f"{hub.url}/user/alice/files/{relative}")
+        text = page.locator("body").inner_text()
+        assert re.search(rf"Score: {points[EXERCISE]:g}(\.0)? / ", text), text[:500]
+        response = page.goto(f"{hub.url}/user/bob/files/{relative}")
+        assert response is not None and response.status in (403, 404), (
+            f"alice reached bob's feedback: {response and response.status}")
     finally:
         context.close()
-
-    # The instructor collects, grades, exports and releases the feedback (as root).
-    course = ["--root", str(hub.root), "--course-dir", str(hub.state / "course")]
-    exchange = str(hub.state / "exchange")
-    assert "collected 2 submission(s)" in _run("collect", "--exchange", exchange, "--chapter",
-                                               "ch02", *course, env=hub.env)
-    _run("autograde", "ch02", "--jobs", "2", *course, env=hub.env)
-    rows = {row["student"]: row for row in csv.DictReader(io.StringIO(
-        _run("export", "-o", "-", *course, env=hub.env)))}
-    assert float(rows["alice"]["score"]) == points[EXERCISE], rows  # the exercise's full marks
-    assert float(rows["bob"]["score"]) == 0, rows
-    assert rows["alice"]["max_score"] == rows["bob"]["max_score"]
-    assert "released the feedback of 2 submission(s)" in _run(
-        "feedback", "ch02", "--exchange", exchange, *course, env=hub.env)
-
-    # Each learner fetches and reads their own feedback, and cannot reach the other's.
-    for name, other in (("alice", "bob"), ("bob", "alice")):
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        try:
-            page = context.new_page()
-            feedback = _fetch_feedback(page, hub, name, tmp_path)
-            relative = feedback.relative_to(hub.state / "home" / name).as_posix()
-            page.goto(f"{hub.url}/user/{name}/files/{relative}")
-            text = page.locator("body").inner_text()
-            expected = f"{points[EXERCISE] if name == 'alice' else 0:g}"
-            assert re.search(rf"Score: {expected}(\.0)? / ", text), text[:500]
-            response = page.goto(f"{hub.url}/user/{other}/files/{relative}")
-            assert response is not None and response.status in (403, 404), (
-                f"{name} reached {other}'s feedback: {response and response.status}")
-        finally:
-            context.close()

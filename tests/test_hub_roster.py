@@ -88,3 +88,80 @@ def test_the_authenticator_follows_the_roster(classroom: Classroom, capsys) -> N
     # Taken off the roster, carol can no longer log in, even with her password.
     assert main(["hub", "remove", "carol"]) == 0
     assert login("carol", password) is None and not auth.check_allowed("carol")
+
+
+def _allows(spec: str, major: int) -> bool:
+    """Whether an npm ``engines.node`` range admits Node.js ``major``.0.0 and later releases of
+    that major: each ``||`` alternative is ``*``, ``^N``, or ``>= N[.m.p]``."""
+    for alternative in spec.split("||"):
+        alternative = alternative.strip()
+        caret, floor = re.fullmatch(r"\^(\d+)", alternative), re.fullmatch(
+            r">=\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?", alternative)
+        if alternative == "*" or (caret and int(caret[1]) == major):
+            return True
+        if floor and (int(floor[1]), int(floor[2] or 0), int(floor[3] or 0)) <= (major, 0, 0):
+            return True
+        if not (caret or floor):
+            raise ValueError(f"an engines range this test does not read: {spec!r}")
+    return False
+
+
+def test_the_proxy_lock_runs_on_the_node_version_make_hub_asks_for(project_root: Path) -> None:
+    """Every package of the proxy's lock runs on the Node.js major `make hub` checks for (no
+    EBADENGINE warning on Debian's Node.js 20), and the README names the same two versions."""
+    makefile = (project_root / "Makefile").read_text()
+    major = int(re.search(r"^NODE_MAJOR := (\d+)$", makefile, flags=re.M)[1])
+    lock = json.loads((project_root / "autograder" / "hub" / "package-lock.json").read_text())
+    too_new = {name: package["engines"]["node"] for name, package in lock["packages"].items()
+               if "node" in package.get("engines", {})
+               and not _allows(package["engines"]["node"], major)}
+    assert too_new == {}, f"these need a newer Node.js than {major}: {too_new}"
+    proxy = lock["packages"]["node_modules/configurable-http-proxy"]["version"]
+    readme = (project_root / "README.md").read_text()
+    assert f"configurable-http-proxy {proxy}" in readme
+    assert f"Node.js {major} or newer" in readme
+    assert _allows(">= 20", 20) and not _allows(">=22.12.0", 20) and _allows("^16 || >=20", 22)
+
+
+def test_hub_secret(classroom: Classroom, capsys) -> None:
+    """`hub secret` makes the class's grading secret once and says where it is and how to grade
+    with it; `--rotate` replaces it; the grader accepts the file."""
+    from autograder.exercises.checking import SECRET_ENV, SECRET_FILE_ENV
+    from autograder.pipeline.secret import require_grading_secret
+
+    assert main(["hub", "secret"]) == 0
+    out = capsys.readouterr().out
+    path = classroom.secret_file
+    assert f"{SECRET_FILE_ENV}={path}" in out and "autograde" in out
+    first = path.read_text()
+    assert main(["hub", "secret"]) == 0 and path.read_text() == first
+    assert main(["hub", "secret", "--rotate"]) == 0
+    assert "wrote a new grading secret" in capsys.readouterr().out
+    assert path.read_text() != first and path.stat().st_mode & 0o777 == 0o600
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(SECRET_ENV, raising=False)
+        patch.setenv(SECRET_FILE_ENV, str(path))
+        assert not require_grading_secret().development
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="learners' accounts and views need root")
+def test_a_learner_cannot_read_the_class_secret(classroom: Classroom) -> None:
+    """Neither inside the learner's view (which does not hold the hub's folder) nor by file
+    permissions on the machine (as the learner's own account) can a learner read the class's
+    grading secret."""
+    from autograder.hub.spawner import learner_view
+    from autograder.sandbox.launcher import bwrap_path
+
+    classroom.add(["alice"], "learner")
+    entry = classroom.ensure_account("alice")
+    secret = classroom.ensure_secret()
+    value = secret.read_text().strip()
+    as_alice = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}",
+                "--clear-groups", "--"]
+    attempts = [as_alice]
+    if bwrap_path() is not None:
+        attempts.append(learner_view(classroom, "alice", entry.pw_uid, entry.pw_gid))
+    for prefix in attempts:
+        result = subprocess.run([*prefix, "cat", str(secret)], capture_output=True, text=True,
+                                timeout=60, check=False)
+        assert result.returncode != 0 and value not in result.stdout, result

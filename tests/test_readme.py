@@ -18,6 +18,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import nbformat
 import pytest
 
 import autograder.course
@@ -119,9 +120,10 @@ EXCHANGE_MODE = BROWSER + "test_assignment_list_fetches_a_released_chapter"
 PINS = "tests/test_packaging.py::test_environment_yml_matches_pyproject"
 PLAIN = "tests/pipeline/test_plain_nbgrader.py::"
 FORMGRADER = PLAIN + "test_formgrader_buttons_take_the_course_path"
-# The class server end to end: roster, make hub's command, release, collect, autograde and
-# feedback through the exchange, as root with the class's course folder.
-HUB = "tests/test_hub.py::test_a_class_fetches_submits_and_gets_its_own_feedback"
+# The class server end to end in a browser: roster, make hub's command, and the instructor's
+# release, collect, autograde (with the class's secret) and feedback in the Formgrader.
+HUB = "tests/test_hub.py::test_an_instructor_runs_a_class_through_the_formgrader"
+SECRET = "tests/pipeline/test_secret.py::"
 REAL_CLUSTER = ("tests/pipeline/test_cluster.py::"
                 "test_a_real_cluster_grades_the_class_as_the_local_one")
 
@@ -141,8 +143,17 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     r"^make hub HUB_(URL|STATE)=\S+$": (HERE + "test_make_hub_takes_its_address_and_state",),
     r"^sudo \.venv/bin/python -m autograder hub add [a-z ]+( --instructor)?$": (
         HUB, "tests/test_hub_roster.py::test_add_creates_accounts_and_prints_passwords_once"),
-    r"^sudo \.venv/bin/python -m autograder (release ch02|collect|autograde ch02 --jobs 2|"
-    r"feedback ch02)( --exchange \S+)? --course-dir \S+$": (HUB,),
+    # The same steps from a root shell: the commands as tested below, on a course folder (and
+    # the hub's secret file, which the Formgrader's grading in HUB uses too).
+    r"^sudo \.venv/bin/python -m autograder release ch02 --exchange \S+ --course-dir \S+$": (
+        HERE + "test_release_into_an_exchange_records_the_chapter_with_its_points", HUB),
+    r"^sudo \.venv/bin/python -m autograder collect --exchange \S+ --course-dir \S+$": (
+        "tests/pipeline/test_collect.py::test_nbgrader_exchange", HUB),
+    r"^sudo AUTOGRADER_SECRET_FILE=\S+ \.venv/bin/python -m autograder autograde ch02 --jobs 2 "
+    r"--course-dir \S+$": (GRADED_CLASS, SECRET + "test_a_secret_file_must_be_readable_by_its_"
+                           "owner_alone", "tests/test_hub_roster.py::test_hub_secret", HUB),
+    r"^sudo \.venv/bin/python -m autograder feedback ch02 --exchange \S+ --course-dir \S+$": (
+        "tests/pipeline/test_feedback.py::test_feedback_is_released_to_the_exchange", HUB),
     r"^make install$": (MAKE_DRY_RUN, CI_IS_MAKE_TEST),
     r"^make release$": (MAKE_DRY_RUN, RELEASE),
     r"^make demo$": (MAKE_DRY_RUN, DEMO),
@@ -176,11 +187,21 @@ COVERAGE: dict[str, tuple[str, ...]] = {
         PLAIN + "test_plain_generate_feedback_never_shows_hidden_tests", FORMGRADER),
     r"^nbgrader export$": (PLAIN + "test_plain_export_writes_the_course_csv_with_flags",),
     r"^nbgrader collect$": (FORMGRADER,),
+    # Release and Release Feedback run the course's functions: the same results both ways.
+    r"^nbgrader release_assignment$": (
+        HERE + "test_release_into_an_exchange_records_the_chapter_with_its_points",
+        HERE + "test_the_exchange_round_trip", HUB),
+    r"^python -m autograder release (CHAPTER|ch02) --exchange (DIR|\.\.\.)$": (
+        HERE + "test_release_into_an_exchange_records_the_chapter_with_its_points", HUB),
+    r"^nbgrader release_feedback$": (
+        "tests/pipeline/test_feedback.py::test_feedback_is_released_to_the_exchange", HUB),
     r"^nbgrader zip_collect$": (
         PLAIN + "test_plain_zip_collect_stops_and_names_the_courses_collect",),
     r"^export AUTOGRADER_SECRET=": (
         "tests/exercises/test_checks.py::test_hidden_inputs_follow_the_secret",
         "tests/pipeline/test_grade.py::test_kernel_secret_is_stable_and_not_the_grader_secret",
+        SECRET + "test_grading_without_a_secret_is_refused_with_the_fix",
+        SECRET + "test_the_development_secret_grades_only_when_asked_and_says_so",
     ),
     r"^python -m autograder exercises$": (
         "tests/test_autograder_cli.py::test_exercises_command_lists_every_id",
@@ -550,6 +571,37 @@ def test_release_regenerates_a_chapter_and_the_gradebook(tmp_path, monkeypatch) 
     assert released.read_bytes() == RELEASE_CH02.read_bytes()
     with Gradebook(course_config(tmp_path).CourseDirectory.db_url, COURSE_ID) as gradebook:
         assert sorted(a.name for a in gradebook.assignments) == sorted(CHAPTERS.values())
+
+
+def test_release_into_an_exchange_records_the_chapter_with_its_points(tmp_path) -> None:
+    """`python -m autograder release ch02 --exchange DIR` and the Formgrader's Release (nbgrader's
+    release_assignment, which the course routes to the same function) each regenerate the
+    chapter, record it in the gradebook with its points and put it in the exchange."""
+    from nbgrader.api import Gradebook
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    shutil.copytree(ROOT / "solutions" / CH02, tmp_path / "solutions" / CH02)
+    # Every graded cell's points: the checks' and the written answers'.
+    points = sum(cell.metadata["nbgrader"]["points"] for cell in nbformat.read(
+        RELEASE_CH02, as_version=4).cells if cell.metadata.get("nbgrader", {}).get("points"))
+    for way in ("command", "formgrader"):
+        course, exchange = tmp_path / f"course-{way}", tmp_path / f"exchange-{way}"
+        if way == "command":
+            assert autograder_main(["release", "ch02", "--exchange", str(exchange), "--root",
+                                    str(tmp_path), "--course-dir", str(course)]) == 0
+        else:
+            config = course_config(tmp_path, course)
+            config.Exchange.root = str(exchange)
+            api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+            result = api.release_assignment(CH02)
+            assert result["success"], result
+            assert "the gradebook holds its points" in result["log"]
+        outbound = exchange / COURSE_ID / "outbound" / CH02 / f"{CH02}.ipynb"
+        assert outbound.read_bytes() == RELEASE_CH02.read_bytes(), way
+        with Gradebook(course_config(tmp_path, course).CourseDirectory.db_url,
+                       COURSE_ID) as gradebook:
+            assert gradebook.find_assignment(CH02).max_score == points, way
 
 
 def test_export_writes_the_default_file_and_honours_o(tmp_path, capsys) -> None:

@@ -88,11 +88,13 @@ def grade_class(
     from autograder.pipeline.grade import autograde
     from autograder.pipeline.gradebook import quiet_gradebook, read_scores
     from autograder.pipeline.report import export_csv
+    from autograder.pipeline.secret import development_grading
 
     course = demo_course(course_root)
     where = course.as_kwargs()
     collect([class_dir], chapters=chapters, **where)
-    with quiet_gradebook():
+    # The sample class is no class: the development secret may grade it.
+    with quiet_gradebook(), development_grading():
         summaries = autograde(chapters, jobs=jobs, scheduler=scheduler, limits=limits, **where)
     scores = {(s.student, s.chapter): s for s in read_scores(course.config())}
     feedback = generate_feedback(chapters, **where).written

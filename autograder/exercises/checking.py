@@ -28,9 +28,12 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+# The class's secret: its value, or (the class server's way) a file that holds it.
 SECRET_ENV = "AUTOGRADER_SECRET"
-# Used when AUTOGRADER_SECRET is unset, so development and tests work out of the box. Anyone can
-# read it, so hidden inputs are only secret when the grading machine sets its own value.
+SECRET_FILE_ENV = "AUTOGRADER_SECRET_FILE"
+# Used when neither is set, so that the demo, the tests and an instructor's own runs of the
+# solution notebooks work out of the box. Anyone can read it here, so a class is never graded
+# with it (autograder.pipeline.secret refuses to).
 DEVELOPMENT_SECRET = "build-the-transformer-development-secret"
 
 FLOAT64_TOLERANCE = (1e-4, 1e-5)
@@ -46,15 +49,33 @@ def fail(message: str) -> NoReturn:
     raise CheckFailure(message)
 
 
+def grading_secret() -> str | None:
+    """The class's secret: ``$AUTOGRADER_SECRET``, else the first line of the file
+    ``$AUTOGRADER_SECRET_FILE`` names; None when neither is set (or both are empty).
+
+    Raises:
+        OSError: ``AUTOGRADER_SECRET_FILE`` names a file that cannot be read. Grading never
+            falls back to the development secret because of a missing file.
+    """
+    value = os.environ.get(SECRET_ENV)
+    if value:
+        return value
+    path = os.environ.get(SECRET_FILE_ENV)
+    if not path:
+        return None
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return (lines[0].strip() if lines else "") or None
+
+
 def seed_for(exercise_id: str, hidden: bool) -> int:
     """The 64-bit seed of an exercise's random inputs.
 
     Visible mode: fixed per exercise, so every learner sees the same inputs and messages.
-    Hidden mode: derived from ``sha256(AUTOGRADER_SECRET + exercise_id)``; the development
-    default :data:`DEVELOPMENT_SECRET` applies when the variable is unset or empty.
+    Hidden mode: derived from ``sha256(secret + exercise_id)``, the secret being
+    :func:`grading_secret`, else the development default :data:`DEVELOPMENT_SECRET`.
     """
     if hidden:
-        secret = os.environ.get(SECRET_ENV) or DEVELOPMENT_SECRET
+        secret = grading_secret() or DEVELOPMENT_SECRET
         material = f"{secret}\0{exercise_id}"
     else:
         material = f"visible\0{exercise_id}"

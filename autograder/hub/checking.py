@@ -152,11 +152,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--listen", required=True, metavar="ADDRESS",
                         help="a Unix socket's path, or tcp://HOST:PORT")
+    parser.add_argument("--root", type=Path, help="the course root (default: this repository)")
     parser.add_argument("--course-dir", type=Path, help="the class's course folder, whose "
                         "view/ the service keeps up to date")
     parser.add_argument("--exchange", type=Path, help="the class's nbgrader exchange")
     args = parser.parse_args(argv)
-    course = Course.of(course_dir=args.course_dir) if args.course_dir else None
+    course = Course.of(args.root, args.course_dir) if args.course_dir else None
     with checking_service(args.listen, course, args.exchange) as service:
         print(f"checking service on {args.listen}", flush=True)
         service.serve_forever(poll_interval=1.0)

@@ -3,8 +3,9 @@
 Everything the class server keeps lives in one folder, the *state* (``build/hub/`` of the
 checkout unless ``TRANSFORMER_HUB_STATE`` or ``make hub STATE=...`` names another)::
 
-    <state>/hub/            JupyterHub's database (users, servers) and cookie secret, and
-                            ``passwords.json``, the users' hashed passwords        root, 0700
+    <state>/hub/            JupyterHub's database (users, servers) and cookie secret,
+                            ``passwords.json``, the users' hashed passwords, and
+                            ``autograder_secret``, the class's grading secret      root, 0700
     <state>/course/         the gradebook, submitted/, autograded/, feedback/, flags/ and
                             grades.csv of the class                                root, 0700
     <state>/course/view/    what learners see of the course's code (autograder.pipeline.view)
@@ -18,6 +19,11 @@ checkout unless ``TRANSFORMER_HUB_STATE`` or ``make hub STATE=...`` names anothe
 Passwords are stored as scrypt hashes (salted, memory-hard: Python's ``hashlib.scrypt``); the
 instructor hands each person the password that ``hub add`` or ``hub password`` printed.
 
+The grading secret (:meth:`Classroom.ensure_secret`, file mode 0600) draws the inputs of the
+hidden checks. `make hub` creates it on the first start; instructors' servers get its path as
+``AUTOGRADER_SECRET_FILE`` and learners' views never hold the folder it is in. ``python -m
+autograder hub secret --rotate`` writes a new one (see :mod:`autograder.pipeline.secret`).
+
 Each learner's server runs as a system account of its own, ``<prefix><name>`` (prefix
 ``jupyter-`` unless ``TRANSFORMER_HUB_USER_PREFIX`` says otherwise), which
 :meth:`Classroom.ensure_account` creates with ``useradd`` when it is missing. Instructors'
@@ -27,6 +33,7 @@ servers run as root, the user of the hub itself (see :mod:`autograder.hub.spawne
     python -m autograder hub add carol --instructor
     python -m autograder hub password alice           # a new password for alice
     python -m autograder hub list
+    python -m autograder hub secret [--rotate]        # where the grading secret is
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from pathlib import Path
 from autograder.course import ROOT, Course
 
 STATE_ENV = "TRANSFORMER_HUB_STATE"
+COURSE_ROOT_ENV = "TRANSFORMER_COURSE_ROOT"
 PREFIX_ENV = "TRANSFORMER_HUB_USER_PREFIX"
 DEFAULT_STATE = ROOT / "build" / "hub"
 DEFAULT_PREFIX = "jupyter-"
@@ -56,6 +64,8 @@ ROLES = ("learner", "instructor")
 # account name, so it must be all three: lower case, and short enough for useradd.
 NAME = re.compile(r"[a-z][a-z0-9_-]*")
 MAX_ACCOUNT_NAME = 32
+# The grading secret: 32 random bytes, as 64 hex digits.
+SECRET_BYTES = 32
 # scrypt's cost (n, r, p): 16 MiB and about 50 ms per check, as Python's documentation suggests.
 SCRYPT = {"n": 2**14, "r": 8, "p": 1}
 PASSWORD_BYTES = 12  # a generated password: 16 characters of URL-safe base64
@@ -95,8 +105,9 @@ class Classroom:
 
     @property
     def course(self) -> Course:
-        """The class's course: this repository, with the class's course folder."""
-        return Course.of(course_dir=self.course_dir)
+        """The class's course: the repository (or the copy of it that the hub's
+        ``TRANSFORMER_COURSE_ROOT`` names), with the class's course folder."""
+        return Course.of(os.environ.get(COURSE_ROOT_ENV) or ROOT, self.course_dir)
 
     def home(self, name: str) -> Path:
         return self.state / "home" / name
@@ -164,6 +175,28 @@ class Classroom:
             if self.roster_file(role).is_file():
                 self.roster_file(role).write_text("".join(f"{name}\n" for name in kept))
         return removed
+
+    # ---- the grading secret
+
+    @property
+    def secret_file(self) -> Path:
+        return self.hub_dir / "autograder_secret"
+
+    def ensure_secret(self, rotate: bool = False) -> Path:
+        """The file of the class's grading secret, written with a new random secret when it
+        is missing (or ``rotate``); readable by its owner alone.
+
+        Raises:
+            PermissionError: the state folder is not this user's to write (run as root).
+        """
+        if self.secret_file.is_file() and not rotate:
+            return self.secret_file
+        self.prepare()
+        fd, staging = tempfile.mkstemp(dir=self.hub_dir, prefix=".secret-")  # mode 0600
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_hex(SECRET_BYTES) + "\n")
+        os.replace(staging, self.secret_file)
+        return self.secret_file
 
     # ---- passwords
 

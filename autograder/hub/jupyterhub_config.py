@@ -11,6 +11,12 @@ exchange for everyone, the instructor's server on the course with the gradebook,
 servers without the instructor tools (the course's Jupyter configuration layers, see
 autograder/learner/jupyter/README.md).
 
+Grading uses the class's own secret, kept in the state folder (``<state>/hub/autograder_secret``,
+root only) and named to instructors' servers by ``AUTOGRADER_SECRET_FILE``.
+
+Instructors' servers serve and grade the course in this repository, or in the copy that the
+hub's ``TRANSFORMER_COURSE_ROOT`` names (a folder with solutions/ and notebooks/).
+
 Everything the hub keeps is in the class's state folder (``$TRANSFORMER_HUB_STATE``, by default
 build/hub/), so a restart finds the accounts, the exchange, the gradebook and everybody's files
 as they were.
@@ -30,6 +36,8 @@ if os.geteuid() != 0:
 
 classroom = Classroom.from_env()
 classroom.prepare()
+# The class's grading secret, made on the first start; instructors' servers get its path.
+classroom.ensure_secret()
 learners, instructors = classroom.roster("learner"), classroom.roster("instructor")
 if not instructors:
     raise SystemExit(f"The class in {classroom.state} has no instructor yet: add one with "
@@ -58,7 +66,7 @@ c.Authenticator.admin_users = set(instructors)
 c.JupyterHub.services = [{
     "name": "checks",
     "command": [sys.executable, "-m", "autograder.hub.checking",
-                "--listen", str(classroom.checks_socket),
+                "--listen", str(classroom.checks_socket), "--root", str(classroom.course.root),
                 "--course-dir", str(classroom.course_dir), "--exchange", str(classroom.exchange)],
     "environment": {"PATH": os.environ.get("PATH", "")},
 }]

@@ -21,8 +21,9 @@ capabilities and no way to regain privileges. It does not cut the network: the s
 reach the hub, and learners' programs can open connections like any local user's.
 
 Instructors' servers run as root, the user of the hub, on the repository (as ``make
-instructor``) with the class's gradebook and exchange: an instructor's account can do what
-root can on this machine.
+instructor``) with the class's gradebook and exchange, and with ``AUTOGRADER_SECRET_FILE``
+naming the class's grading secret (which their kernels do not get): an instructor's account
+can do what root can on this machine.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from pathlib import Path
 from jupyterhub.spawner import LocalProcessSpawner
 
 from autograder.course import ROOT
-from autograder.hub.classroom import Classroom
+from autograder.exercises.checking import SECRET_FILE_ENV
+from autograder.hub.classroom import COURSE_ROOT_ENV, Classroom
 from autograder.learner.remote_check import CHECKS_ENV
 from autograder.pipeline.view import refresh_view, view_folder
 from autograder.sandbox.launcher import (
@@ -48,6 +50,7 @@ from autograder.sandbox.launcher import (
 )
 
 LAYERS = ROOT / "autograder" / "learner" / "jupyter"
+# The folder with solutions/ and notebooks/ that instructors' servers serve and grade from.
 # The course's Jupyter configuration layers of each role, first wins (see LAYERS/README.md).
 ROLE_LAYERS = {
     "learner": ("exchange", "learner"),
@@ -126,8 +129,11 @@ class ClassSpawner(LocalProcessSpawner):
         return preexec
 
     def server_folder(self) -> Path:
-        """What the server serves: a learner's home, or the repository for instructors."""
-        return self.classroom.home(self.user.name) if self.role == "learner" else ROOT
+        """What the server serves: a learner's home, or for instructors the course root (the
+        repository, unless the hub's ``TRANSFORMER_COURSE_ROOT`` names a copy of it)."""
+        if self.role == "learner":
+            return self.classroom.home(self.user.name)
+        return self.classroom.course.root
 
     def user_env(self, env: dict[str, str]) -> dict[str, str]:
         classroom = self.classroom
@@ -145,6 +151,8 @@ class ClassSpawner(LocalProcessSpawner):
         )
         if self.role == "instructor":
             env["TRANSFORMER_COURSE_DIR"] = str(classroom.course_dir)
+            env[COURSE_ROOT_ENV] = str(self.server_folder())
+            env[SECRET_FILE_ENV] = str(classroom.secret_file)
         else:
             env[CHECKS_ENV] = str(classroom.checks_socket)
         return env

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from autograder.course import COURSE_FOLDER, IGNORED_FILES, ROOT, Course
-from autograder.exercises.checking import DEVELOPMENT_SECRET, SECRET_ENV
+from autograder.exercises.checking import DEVELOPMENT_SECRET, grading_secret
 
 if TYPE_CHECKING:
     from distributed import Client, Future, as_completed
@@ -268,7 +268,7 @@ def versions(root: str | os.PathLike, chapter: str) -> dict[str, str]:
     digest of it is shown).
     """
     course = Course.of(root)
-    secret = os.environ.get(SECRET_ENV) or DEVELOPMENT_SECRET
+    secret = grading_secret() or DEVELOPMENT_SECRET
     return {
         "course code": _code_digest(),
         "Python and packages": _digest([_packages().encode()]),

@@ -101,3 +101,23 @@ def release_feedback(
                  student)
             released.append((student, chapter))
     return sorted(released)
+
+
+def unreleasable(course: Course, chapter: str, students: Iterable[str] | None = None) -> str:
+    """Why :func:`release_feedback` released nothing of ``chapter`` (for ``students``, default
+    all): one sentence for the instructor, naming what to do."""
+    from autograder.pipeline.collect import SECRET_FILE
+
+    with_pages = course.students("feedback", chapter)
+    if students is not None:
+        with_pages = sorted(set(students) & set(with_pages))
+    who = "" if students is None else f" for {', '.join(sorted(students))}"
+    if not with_pages:
+        return (f"nothing to release: no feedback page of {chapter}{who} has been generated "
+                "yet. Autograde the submissions, then generate the feedback, then release it")
+    outside = [s for s in with_pages
+               if not (course.step_dir("feedback", s, chapter) / SECRET_FILE).is_file()]
+    return (f"nothing to release: the feedback of {chapter} of {', '.join(outside)} belongs to "
+            "submissions that did not come through the exchange, so the exchange has no place "
+            "for it; hand those pages over another way (they are in "
+            f"{course.step_folder('feedback')})")

@@ -66,6 +66,16 @@ def _attribute_filter(tag: str, attribute: str, value: str) -> str | None:
     return value
 
 
+def sanitise_fragment(html: str) -> str:
+    """HTML written or printed by a learner, with everything that could run or load removed:
+    text, code, tables, links and ``data:`` images stay."""
+    return nh3.clean(html, tags=set(_TAGS), attributes=_ATTRIBUTES,
+                     attribute_filter=_attribute_filter,
+                     url_schemes={"http", "https", "mailto", "data"},
+                     filter_style_properties=set(_STYLE_PROPERTIES),
+                     link_rel="noopener noreferrer nofollow", strip_comments=True)
+
+
 def sanitise_page(html: str) -> str:
     """A whole HTML page with everything that could run or load removed.
 
@@ -79,12 +89,7 @@ def sanitise_page(html: str) -> str:
     clean_head = nh3.clean(head, tags=set(_HEAD_TAGS), attributes={"meta": {"charset"}},
                            clean_content_tags={"script"}, url_schemes=set(),
                            strip_comments=True)
-    clean_body = nh3.clean(body, tags=set(_TAGS), attributes=_ATTRIBUTES,
-                           attribute_filter=_attribute_filter,
-                           url_schemes={"http", "https", "mailto", "data"},
-                           filter_style_properties=set(_STYLE_PROPERTIES),
-                           link_rel="noopener noreferrer nofollow",
-                           strip_comments=True)
+    clean_body = sanitise_fragment(body)
     return ("<!DOCTYPE html>\n<html>\n<head>\n" + clean_head.strip() + "\n</head>\n<body>\n"
             + clean_body.strip() + "\n</body>\n</html>\n")
 

@@ -44,7 +44,7 @@ import nbformat
 from nbformat import NotebookNode
 
 from autograder.course import ROOT, Course
-from autograder.exercises.checking import DEVELOPMENT_SECRET, SECRET_ENV
+from autograder.exercises.checking import DEVELOPMENT_SECRET, grading_secret
 from autograder.flags import Flag, read_flags, write_flags
 from autograder.notebook import (
     exercise_ids,
@@ -200,7 +200,7 @@ def audit_flags(nb: NotebookNode, release_nb: NotebookNode) -> list[Flag]:
 def kernel_secret(student: str, chapter: str) -> str:
     """The secret given to the learner's kernel: fixed per learner (idempotent re-runs) and
     derived one way from the grader's secret, which the kernel never sees."""
-    secret = os.environ.get(SECRET_ENV) or DEVELOPMENT_SECRET
+    secret = grading_secret() or DEVELOPMENT_SECRET
     return hashlib.sha256(f"{secret}\0kernel\0{student}\0{chapter}".encode()).hexdigest()
 
 
@@ -471,13 +471,16 @@ def autograde(
         ValueError: ``jobs`` is not a positive integer, or the cluster's workers run several
             threads or hold another version of the course.
         ConnectionError: the scheduler cannot be reached or has no workers.
+        autograder.pipeline.secret.SecretError: no class's secret that learners cannot
+            read (:func:`~autograder.pipeline.secret.require_grading_secret`).
     """
     from autograder.pipeline.cluster import check_workers, grading_client, in_order, versions
-    from autograder.pipeline.gradebook import ensure_chapter
-    from autograder.pipeline.release import generate
+    from autograder.pipeline.release import ensure_recorded
+    from autograder.pipeline.secret import require_grading_secret
 
     if scheduler is None and (not isinstance(jobs, int) or jobs < 1):
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}; pass --jobs 1 or more")
+    require_grading_secret()
     course = Course.of(root, course_dir).resolved()
     config = course.config()
     limits = limits or Limits()
@@ -487,9 +490,7 @@ def autograde(
     with grading_client(jobs, scheduler) as client:
         wanted, pairs = {}, []
         for chapter in chapters:
-            if not ensure_chapter(config, chapter):
-                # Records the chapter's cells in the gradebook.
-                generate([chapter], course.root, course.folder)
+            ensure_recorded(chapter, course.root, course.folder)
             wanted[chapter] = versions(course.root, chapter)
             pairs += [(student, chapter) for student in submissions(course, chapter, students)]
         check_workers(client, worker_root, wanted)

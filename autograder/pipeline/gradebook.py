@@ -45,6 +45,25 @@ def ensure_chapter(config: Config, chapter: str) -> bool:
         return bool(notebook.grade_cells)
 
 
+def _named(gradebook, student: str) -> None:
+    """Put ``student`` in the gradebook; one without a name (none imported from a roster with
+    ``nbgrader db student import``) is listed under the student id, so that the formgrader shows
+    the name the class knows instead of "None, None"."""
+    known = gradebook.update_or_create_student(student)
+    if known.first_name is None and known.last_name is None:
+        gradebook.update_or_create_student(student, last_name=student, first_name="")
+
+
+def register_students(config: Config, students: list[str]) -> None:
+    """Put ``students`` in the gradebook under their ids, unless it knows their names."""
+    from nbgrader.api import Gradebook
+
+    ensure_alembic_on_path()
+    with quiet_gradebook(), Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
+        for student in students:
+            _named(gradebook, student)
+
+
 def save_grades(
     config: Config,
     student: str,
@@ -56,9 +75,8 @@ def save_grades(
     """Record the scores of an executed ``notebook`` in the gradebook (idempotent).
 
     The score of each graded cell follows nbgrader's own rule (an error output gives 0),
-    through nbgrader's ``SaveAutoGrades``; manual scores already given are kept. A learner
-    without a name (none imported from a roster with ``nbgrader db student import``) is
-    listed under the student id, so that the formgrader shows it instead of "None, None".
+    through nbgrader's ``SaveAutoGrades``; manual scores already given are kept. The learner
+    is named as :func:`register_students` does.
     """
     from nbgrader.api import Gradebook
     from nbgrader.preprocessors import SaveAutoGrades
@@ -67,9 +85,7 @@ def save_grades(
     db_url = config.CourseDirectory.db_url
     with quiet_gradebook():
         with Gradebook(db_url, COURSE_ID) as gradebook:
-            known = gradebook.update_or_create_student(student)
-            if known.first_name is None and known.last_name is None:
-                gradebook.update_or_create_student(student, last_name=student, first_name="")
+            _named(gradebook, student)
             gradebook.update_or_create_submission(chapter, student, timestamp=timestamp)
         resources = {"nbgrader": {"db_url": db_url, "assignment": chapter, "notebook": chapter,
                                   "student": student}}

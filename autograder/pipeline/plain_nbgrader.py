@@ -19,12 +19,22 @@ so that there is one way to grade, whichever command or button starts it:
                                               with flags (``python -m autograder export``)
 ``nbgrader collect``, formgrader Collect      :class:`CourseCollect`: the course's collect,
                                               which judges every submission on its own
+``nbgrader release_assignment``, formgrader   :class:`CourseRelease`: ``python -m autograder
+Release                                       release CHAPTER --exchange DIR``: notebooks/
+                                              regenerated, the chapter and its points
+                                              recorded in the gradebook, then released
+``nbgrader release_feedback``, formgrader     :class:`CourseReleaseFeedback`: the course's
+Release Feedback                              release, which names the learners it released
+                                              and fails when there was nothing to release
 ``nbgrader zip_collect``                      :class:`ZipCollectRefused`: stops, and names
                                               ``python -m autograder collect``
 ============================================  ===========================================
 
 Every kernel nbgrader still starts (``nbgrader validate``, the Validate button) comes from
 :class:`autograder.kernels.KernelWithoutSecret`: none sees the grader's ``AUTOGRADER_SECRET``.
+Grading refuses to start without a class's secret that learners cannot read
+(:func:`autograder.pipeline.secret.require_grading_secret`), as the course's own command does.
+The Formgrader's pages themselves are :mod:`autograder.pipeline.formgrader`.
 """
 
 from __future__ import annotations
@@ -35,9 +45,16 @@ from pathlib import Path
 from typing import Any
 
 from nbconvert.exporters import NotebookExporter
-from nbgrader.exchange.default import ExchangeCollect
+from nbconvert.preprocessors import Preprocessor
+from nbgrader.converters import Autograde
+from nbgrader.converters.base import NbGraderException
+from nbgrader.exchange.default import (
+    ExchangeCollect,
+    ExchangeReleaseAssignment,
+    ExchangeReleaseFeedback,
+)
 from nbgrader.plugins import ExportPlugin, ExtractorPlugin
-from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Bool
 
 from autograder.course import Course
 
@@ -58,7 +75,28 @@ class SandboxedAutograde(NotebookExporter):
     and the flags, all stored) and hands nbgrader the autograded notebook; the second pass
     has nothing left to do (the course's configuration gives nbgrader's preprocessor lists
     no entries).
+
+    Before any learner, it refuses to grade without a class's secret that learners cannot read
+    (the log says why and how to set one), and records the chapter in the gradebook if no
+    release did, as ``python -m autograder autograde`` does.
     """
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        from autograder.pipeline.release import ensure_recorded
+        from autograder.pipeline.secret import SecretError, require_grading_secret
+
+        converter = self.parent
+        if not isinstance(converter, Autograde):
+            return  # not grading: nothing to check
+        try:
+            secret = require_grading_secret()
+        except SecretError as exc:
+            self.log.error("%s", exc)
+            raise NbGraderException(str(exc)) from exc
+        (self.log.warning if secret.development else self.log.info)("%s", secret.notice())
+        course = course_of(converter.coursedir)
+        ensure_recorded(converter.coursedir.assignment_id, **course.as_kwargs())
 
     def from_filename(self, filename: str, resources: dict | None = None,
                       **kw: Any) -> tuple[str, dict]:
@@ -88,10 +126,16 @@ class SandboxedAutograde(NotebookExporter):
                                      resources, **kw)
 
 
-class LearnersView(NbGraderPreprocessor):
+class LearnersView(Preprocessor):
     """A ``GenerateFeedback`` preprocessor: the notebook as learners may see it, without
     hidden tests and without the tracebacks of graded cells
-    (:func:`~autograder.pipeline.grade.strip_for_learners`)."""
+    (:func:`~autograder.pipeline.grade.strip_for_learners`).
+
+    A plain nbconvert preprocessor, not nbgrader's: nbgrader's base class redeclares
+    ``display_data_priority`` without the ``config`` tag, so each feedback run warned that the
+    HTML exporter's setting of it was "not recognized by LearnersView"."""
+
+    enabled = Bool(True, help="Whether the feedback is stripped (always).").tag(config=True)
 
     def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
         from autograder.pipeline.grade import strip_for_learners
@@ -126,10 +170,12 @@ class GradesExport(ExportPlugin):
 class CourseCollect(ExchangeCollect):
     """``ExchangeFactory.collect``: ``nbgrader collect`` and the formgrader's Collect button
     run the course's collect (:func:`~autograder.pipeline.collect.collect`) on the exchange:
-    every submission judged on its own, refusals and flags reported."""
+    every submission judged on its own, refusals and flags reported. The learners collected
+    enter the gradebook under their names, so the formgrader lists them by name at once."""
 
     def start(self) -> None:
         from autograder.pipeline.collect import collect
+        from autograder.pipeline.gradebook import register_students
 
         course = course_of(self.coursedir)
         report = collect(exchange=self.root, chapters=[self.coursedir.assignment_id],
@@ -137,6 +183,7 @@ class CourseCollect(ExchangeCollect):
         for line in report.lines():
             log = self.log.warning if line.startswith(("REFUSED", "FLAG")) else self.log.info
             log("%s", line)
+        register_students(course.config(), sorted({taken.student for taken in report.taken}))
 
 
 class ZipCollectRefused(ExtractorPlugin):
@@ -148,3 +195,46 @@ class ZipCollectRefused(ExtractorPlugin):
                          "the files without judging them. Run `python -m autograder collect "
                          f"{archive_path}/<export>.zip` from the repository root instead (a "
                          "folder of learner folders works too)")
+
+
+class CourseRelease(ExchangeReleaseAssignment):
+    """``ExchangeFactory.release_assignment``: ``nbgrader release_assignment`` and the
+    formgrader's Release button run ``python -m autograder release CHAPTER --exchange DIR``
+    (:func:`~autograder.pipeline.release.release`): the chapter is generated from solutions/,
+    recorded with its points in the gradebook, then copied into the exchange."""
+
+    def start(self) -> None:
+        from autograder.pipeline.release import release
+
+        course = course_of(self.coursedir)
+        chapter = self.coursedir.assignment_id
+        try:
+            release([chapter], exchange=self.root, progress=self.log.info, **course.as_kwargs())
+        except (ValueError, RuntimeError) as exc:
+            self.fail(f"release failed: {exc}")
+        self.log.info("released %s to the exchange %s; the gradebook holds its points",
+                      chapter, self.root)
+
+
+class CourseReleaseFeedback(ExchangeReleaseFeedback):
+    """``ExchangeFactory.release_feedback``: ``nbgrader release_feedback`` and the formgrader's
+    Release Feedback buttons run the course's release
+    (:func:`~autograder.pipeline.exchange.release_feedback`). The log names every learner whose
+    page was released; with none, the run fails and says why, instead of reporting success."""
+
+    def start(self) -> None:
+        from autograder.pipeline.exchange import release_feedback, unreleasable
+
+        course = course_of(self.coursedir)
+        chapter = self.coursedir.assignment_id
+        student = self.coursedir.student_id
+        students = None if student in ("", "*") else [student]
+        try:
+            released = release_feedback([chapter], self.root, students=students,
+                                        **course.as_kwargs())
+        except RuntimeError as exc:
+            self.fail(str(exc))
+        if not released:
+            self.fail(unreleasable(course, chapter, students))
+        self.log.info("released the feedback of %d submission(s) of %s: %s", len(released),
+                      chapter, ", ".join(name for name, _ in released))

@@ -1,8 +1,11 @@
 """The release step: learner notebooks generated from the instructor's, with nbgrader.
 
-``python -m autograder release [CHAPTER ...]`` (and ``make release``) runs :func:`release`:
-``notebooks/<chapter>/`` is written from ``solutions/<chapter>/`` (solutions replaced by stubs,
-hidden tests removed, outputs cleared) and every chapter is recorded in the gradebook.
+``python -m autograder release [CHAPTER ...] [--exchange DIR]`` (and ``make release``) runs
+:func:`release`: ``notebooks/<chapter>/`` is written from ``solutions/<chapter>/`` (solutions
+replaced by stubs, hidden tests removed, outputs cleared), every chapter is recorded in the
+gradebook with its graded cells and points, and, given an exchange, the chapters are released
+into it for learners to fetch. ``nbgrader release_assignment`` and the formgrader's Release
+button run the same function (:class:`autograder.pipeline.plain_nbgrader.CourseRelease`).
 """
 
 from __future__ import annotations
@@ -90,28 +93,54 @@ def release(
     root: str | os.PathLike | None = None,
     course_dir: str | os.PathLike | None = None,
     progress: Callable[[str], object] | None = None,
+    exchange: str | os.PathLike | None = None,
 ) -> list[str]:
-    """Regenerate the learner notebooks in ``notebooks/`` from ``solutions/``.
+    """Regenerate the learner notebooks in ``notebooks/`` from ``solutions/``, record the
+    chapters in the gradebook and, given an ``exchange``, release them into it and bring the
+    class's view of the course up to date (:mod:`autograder.pipeline.view`).
 
     Args:
         chapters: chapter ids such as ``"ch02_attention"``; ``None`` releases every chapter
             that has a source notebook.
         root, course_dir: the course (default: this repository and its autograder/course).
         progress: called with a line of progress per chapter (``print`` on the command line).
+        exchange: an nbgrader exchange root, where learners fetch the chapters
+            (:func:`~autograder.pipeline.exchange.release_to_exchange`).
 
     Returns:
         The chapters released.
 
     Raises:
-        ValueError: a chapter id has no source notebook.
-        RuntimeError: nbgrader failed on a chapter.
+        ValueError: a chapter id has no source notebook, or (with an exchange) a chapter needs
+            the answer of a chapter that is still open (see
+            :func:`autograder.pipeline.view.check_class_release`).
+        RuntimeError: nbgrader failed on a chapter, or could not write the exchange.
     """
+    from autograder.pipeline.exchange import release_to_exchange
+    from autograder.pipeline.view import check_class_release, refresh_view
+
     course = Course.of(root, course_dir)
     available = chapters_in(course.root)
     chosen = available if chapters is None else _check_chapters(chapters, available)
+    if exchange is not None:
+        check_class_release(course, exchange, chosen)
     generate(chosen, course.root, course.folder, progress=progress)
     register_assignments(course.root, course.folder)
+    if exchange is not None:
+        release_to_exchange(chosen, exchange, **course.as_kwargs())
+        refresh_view(course, exchange)
     return chosen
+
+
+def ensure_recorded(
+    chapter: str, root: str | os.PathLike = ROOT, course_dir: str | os.PathLike | None = None
+) -> None:
+    """Record ``chapter``'s graded cells in the gradebook unless a release did (grading needs
+    them): the chapter is generated as :func:`release` does, without an exchange."""
+    from autograder.pipeline.gradebook import ensure_chapter
+
+    if not ensure_chapter(course_config(root, course_dir), chapter):
+        generate([chapter], root, course_dir)
 
 
 def register_assignments(

@@ -136,3 +136,47 @@ def test_odd_pages_still_give_a_whole_document(fragment):
     html = sanitise_page(fragment)
     assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
     assert_inert(html)
+
+
+def test_feedback_is_released_to_the_exchange(tmp_path):
+    """`python -m autograder feedback CH --exchange DIR` and the Formgrader's Release Feedback
+    (nbgrader's release_feedback, routed to the same function) hand each page to the learner
+    who submitted through the exchange, name who got one, and fail, saying why, when there is
+    nothing to release instead of reporting success."""
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.utils import notebook_hash
+
+    from autograder.course import COURSE_ID, Course
+    from autograder.pipeline.collect import SECRET_FILE, TIMESTAMP_FILE
+    from autograder.pipeline.exchange import release_feedback
+
+    chapter = "ch02_attention"
+    course = Course.of(tmp_path, tmp_path / "course")
+    for student, secret in (("alice", "a" * 128), ("zed", None)):  # zed came from a zip
+        folder = course.step_dir("feedback", student, chapter)
+        folder.mkdir(parents=True)
+        (folder / f"{chapter}.html").write_text(f"<p>{student}'s feedback</p>")
+        (folder / TIMESTAMP_FILE).write_text("2026-11-20 10:00:00.000000 UTC")
+        if secret:
+            (folder / SECRET_FILE).write_text(secret)
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    released = release_feedback([chapter], exchange, **course.as_kwargs())
+    assert released == [("alice", chapter)]
+    name = notebook_hash(secret="a" * 128, notebook_id=chapter)
+    page = exchange / COURSE_ID / "feedback" / f"{name}.html"
+    assert page.read_text() == "<p>alice's feedback</p>"
+
+    config = course_config(tmp_path, course.folder)
+    config.Exchange.root = str(exchange)
+    api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+    result = api.release_feedback(chapter)
+    assert result["success"], result
+    assert f"released the feedback of 1 submission(s) of {chapter}: alice" in result["log"]
+    result = api.release_feedback(chapter, "zed")
+    assert not result["success"]
+    assert "did not come through the exchange" in result["log"], result["log"]
+    result = api.release_feedback("ch05_layer_norm_ffn")
+    assert not result["success"]
+    assert "no feedback page of ch05_layer_norm_ffn has been generated yet" in result["log"]

@@ -17,6 +17,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -170,7 +171,10 @@ def test_plain_generate_feedback_never_shows_hidden_tests(graded):
     autograded = plain / "autograded" / "honest" / CH / f"{CH}.ipynb"
     autograded.write_bytes(source.read_bytes())
     assert "BEGIN HIDDEN TESTS" in autograded.read_text(encoding="utf-8")
-    _nbgrader(graded["folder"], "generate_feedback", CH, "--force")
+    result = _nbgrader(graded["folder"], "generate_feedback", CH, "--force")
+    # The course's preprocessor is a plain nbconvert one: no "Config option
+    # display_data_priority not recognized by LearnersView" for each page.
+    assert "not recognized" not in result.stdout + result.stderr
     pages = sorted((plain / "feedback").glob(f"*/{CH}/{CH}.html"))
     assert [p.parts[-3] for p in pages] == sorted(STUDENTS)
     for page in pages:
@@ -223,17 +227,26 @@ class Server:
         with urllib.request.urlopen(request, timeout=900) as response:
             return json.loads(response.read())
 
+    def page(self, path: str) -> str:
+        """The HTML of a formgrader page."""
+        request = urllib.request.Request(f"{self.url}{path}",
+                                         headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(request, timeout=300) as response:
+            return response.read().decode("utf-8")
+
 
 @contextlib.contextmanager
 def _instructor_server(home: Path, root: Path, layer: Path, port: int) -> Iterator[Server]:
-    """``jupyter server`` serving ``root`` with the instructor mode's layers, ``layer`` first
-    (as `make instructor` starts JupyterLab, without the lab)."""
+    """``jupyter server`` serving ``root`` with the instructor mode's layers and the exchange's,
+    ``layer`` first, as a class server starts an instructor's (``JUPYTERHUB_USER`` included,
+    which the exchange layer would take as the student id)."""
     token = "formgrader-test-token"
-    env = dict(os.environ, AUTOGRADER_SECRET=SECRET,
+    env = dict(os.environ, AUTOGRADER_SECRET=SECRET, JUPYTERHUB_USER="ivy",
                JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_DATA_DIR=str(home / "data"),
                JUPYTER_RUNTIME_DIR=str(home / "runtime"), IPYTHONDIR=str(home / "ipython"),
                JUPYTER_CONFIG_PATH=os.pathsep.join(
-                   [str(layer), str(LAYERS / "instructor"), str(LAYERS / "learner")]))
+                   [str(layer), str(LAYERS / "instructor"), str(LAYERS / "exchange"),
+                    str(LAYERS / "learner")]))
     log = home / "server.log"
     url = f"http://127.0.0.1:{port}"
     with log.open("w") as out:
@@ -267,7 +280,12 @@ def test_formgrader_buttons_take_the_course_path(graded, tmp_path,
     root, ours = graded["root"], graded["ours"]
     formgrader = root / "formgrader"
     generate([CH], root=root, course_dir=formgrader)
-    _submit(formgrader, graded["notebooks"], ["cheat"])
+    # The cheat also writes HTML that would run in the instructor's grading page.
+    cheat = nbformat.reads(graded["notebooks"]["cheat"].decode(), as_version=4)
+    cheat.cells.append(nbformat.v4.new_markdown_cell(
+        '<script>document.title = "owned"</script><img src="x" onerror="alert(1)"> $a^2$'))
+    _submit(formgrader, {**graded["notebooks"], "cheat": nbformat.writes(cheat).encode()},
+            ["cheat", "honest"])
     exchange = tmp_path / "exchange"
     inbound = exchange / "build-the-transformer" / "inbound"
     for name in ("dana", "Zoë Smith"):
@@ -279,21 +297,43 @@ def test_formgrader_buttons_take_the_course_path(graded, tmp_path,
     home = tmp_path / "home"
     home.mkdir()
     with _instructor_server(home, root, layer, free_port()) as server:
-        result = server.call("POST", f"/formgrader/api/submission/{CH}/cheat/autograde")
-        assert result["success"], result
+        for student in ("cheat", "honest"):
+            result = server.call("POST", f"/formgrader/api/submission/{CH}/{student}/autograde")
+            assert result["success"], result
         submission = server.call("GET", f"/formgrader/api/submission/{CH}/cheat")
+        listed = {s["student"]: s for s in server.call("GET", f"/formgrader/api/submissions/{CH}")}
+        notebooks = server.call("GET", f"/formgrader/api/submitted_notebooks/{CH}/{CH}")
+        page = server.page("/formgrader/submissions/"
+                           f"{next(n['id'] for n in notebooks if n['student'] == 'cheat')}/")
         result = server.call("POST", f"/formgrader/api/assignment/{CH}/cheat/generate_feedback")
         assert result["success"], result
+        # The whole chapter's feedback, though JUPYTERHUB_USER names the instructor.
+        chapter_feedback = server.call("POST", f"/formgrader/api/assignment/{CH}/generate_feedback")
         result = server.call("POST", f"/formgrader/api/assignment/{CH}/collect")
         assert result["success"], result
         collect_log = result["log"]
 
-    # The same score and flags as `python -m autograder autograde` gave her.
+    # The same score and flags as `python -m autograder autograde` gave her, in the submissions
+    # list with their reasons, and on her page above the notebook.
     assert _scores(root, formgrader)["cheat"] == _scores(root, ours)["cheat"]
     assert submission["score"] == _scores(root, ours)["cheat"][0]
-    assert read_flags(formgrader, "cheat", CH) == read_flags(ours, "cheat", CH)
+    flags = read_flags(formgrader, "cheat", CH)
+    assert {f.code for f in read_flags(ours, "cheat", CH)} < {f.code for f in flags}
+    assert "cell_added" in {f.code for f in flags}  # the markdown cell she added
+    assert submission["flags"] == listed["cheat"]["flags"] == [
+        {"code": f.code, "cell": f.cell, "reason": f.reason} for f in flags]
+    assert listed["honest"]["flags"] == [] and listed["honest"]["last_name"] == "honest"
+    assert 'id="course-flags"' in page and "verification_failed" in page
+    # Formulas are typeset by this server's MathJax; the learner's HTML does not run.
+    assert "/static/jupyter_server_mathjax/MathJax.js" in page and "cdnjs" not in page
+    assert "<script>document.title" not in page
+    assert not re.search(r"<img[^>]*onerror", page)
+    assert chapter_feedback["success"], chapter_feedback
+    assert "wrote the feedback page of cheat" in chapter_feedback["log"]
+    assert "wrote the feedback page of honest" in chapter_feedback["log"]
     page = (formgrader / "feedback" / "cheat" / CH / f"{CH}.html").read_text(encoding="utf-8")
     assert "BEGIN HIDDEN TESTS" not in page and SECRET not in page
     # Collect took the course's path: the unsafe name is refused, the other collected.
-    assert sorted(p.name for p in (formgrader / "submitted").iterdir()) == ["cheat", "dana"]
+    assert sorted(p.name for p in (formgrader / "submitted").iterdir()) == [
+        "cheat", "dana", "honest"]
     assert "REFUSED" in collect_log and "Zo" in collect_log

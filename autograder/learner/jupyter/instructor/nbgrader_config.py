@@ -3,13 +3,20 @@ plain `nbgrader` commands run from autograder/ (see autograder/nbgrader_config.p
 
 ``TRANSFORMER_COURSE_DIR`` names another course folder (gradebook, submissions, feedback) than
 the repository's autograder/course; the class server (autograder/hub) sets it to its own.
+``TRANSFORMER_COURSE_ROOT`` names another course root (solutions/, notebooks/) than the
+repository: the folder the server serves, which the class server sets too.
 """
 
 import os
 
-from autograder.course import course_config, ensure_alembic_on_path
+from autograder.course import ROOT, course_config, ensure_alembic_on_path
 
 ensure_alembic_on_path()  # formgrader opens the gradebook, which runs `alembic`
 
 c = get_config()  # noqa: F821 (nbgrader provides get_config when it reads this file)
-c.merge(course_config(course_dir=os.environ.get("TRANSFORMER_COURSE_DIR") or None))
+c.merge(course_config(root=os.environ.get("TRANSFORMER_COURSE_ROOT") or ROOT,
+                      course_dir=os.environ.get("TRANSFORMER_COURSE_DIR") or None))
+
+# An instructor works on every learner's files: nbgrader's "any student" (its default), never
+# the instructor's own name, which the exchange layer gives a class server's users.
+c.CourseDirectory.student_id = "*"
