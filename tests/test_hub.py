@@ -9,6 +9,9 @@ grading secret: grading uses the class's own, which the hub made and gives instr
   Formgrader from JupyterLab's Nbgrader menu (in JupyterLab's own frame) and releases chapter 2.
 * Two learners log in, fetch it from the Assignment List, each fills the softmax exercise
   (alice correctly, bob with a bug from the course's mutants; bob validates) and submits.
+* alice looks for softmax's reference in the course's packages from a notebook of her own and
+  finds neither its file nor its code; the instructor closes chapter 2 (``python -m autograder
+  close``) and alice, in a fresh kernel, finds and imports it.
 * The instructor, in the Formgrader, collects, autogrades each learner (with the class's
   secret), reads the flags in the submissions list and on bob's page (formulas typeset with
   nothing fetched from outside the hub), generates and releases the feedback of the chapter.
@@ -287,6 +290,42 @@ def _fetch_feedback(page: Page, hub: Hub, name: str, shots: Path) -> Path:
     return pages[0]
 
 
+# What a learner's code finds of chapter 2's answer, softmax, in the course's packages.
+PROBE = """\
+import pathlib
+import autograder, transformer_ref
+found = sorted(p.name for package in (autograder, transformer_ref)
+               for p in pathlib.Path(package.__file__).parent.rglob("*.py")
+               if "def softmax(" in p.read_text())
+print("FOUND:", found)
+try:
+    from transformer_ref.np_scaled_attention import softmax
+    print("IMPORTED:", softmax.__module__)
+except ImportError as exc:
+    print("REFUSED:", exc)
+"""
+
+
+def _probe(page: Page, hub: Hub, name: str) -> str:
+    """Look for chapter 2's answer from ``name``'s own notebook, in a fresh kernel, as a learner
+    would; the cell's output."""
+    entry = pwd.getpwnam(hub.prefix + name)
+    path = hub.state / "home" / name / "probe.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE)])
+    nbformat.write(nb, path)
+    os.chown(path, entry.pw_uid, entry.pw_gid)
+    page.goto(f"{hub.url}/user/{name}/lab/tree/probe.ipynb?reset")
+    page.wait_for_function(KERNEL_IDLE_JS, timeout=SPAWN_MS)
+    page.locator(".jp-CodeCell .cm-content").first.click()
+    page.keyboard.press("Shift+Enter")
+    output = page.locator(".jp-OutputArea-output", has_text=re.compile("REFUSED|IMPORTED"))
+    output.wait_for(timeout=UI_MS)
+    text = output.inner_text()
+    page.locator("#jp-MainMenu").get_by_text("Kernel", exact=True).click()
+    page.locator("#jp-mainmenu-kernel").get_by_text("Shut Down Kernel", exact=True).click()
+    return text
+
+
 # ----------------------------------------------------------------------------- the Formgrader
 
 
@@ -373,6 +412,23 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
             finally:
                 context.close()
         assert f"{EXERCISE} (visible checks) failed" in validations["bob"], validations["bob"]
+
+        # While chapter 2 is open, its answer is nowhere in a learner's view of the course;
+        # once the instructor closes it, the answer is there.
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        try:
+            learner = context.new_page()
+            _log_in(learner, hub, "alice")
+            seen = _probe(learner, hub, "alice")
+            assert "FOUND: []" in seen and "REFUSED:" in seen and "still open" in seen, seen
+            closed = _run("close", CHAPTER, "--course-dir", str(hub.state / "course"),
+                          "--exchange", str(hub.state / "exchange"), env=hub.env)
+            assert "its answers are part of the learners' view" in closed, closed
+            seen = _probe(learner, hub, "alice")
+            assert "FOUND: ['np_scaled_attention.py']" in seen, seen
+            assert "IMPORTED: transformer_ref.np_scaled_attention" in seen, seen
+        finally:
+            context.close()
         for name in LEARNERS:  # each learner's folder is theirs alone
             home = hub.state / "home" / name
             assert home.stat().st_uid == pwd.getpwnam(hub.prefix + name).pw_uid

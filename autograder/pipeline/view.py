@@ -198,14 +198,21 @@ def _synchronise(staged: Path, folder: Path) -> bool:
             target.mkdir(exist_ok=True)
             target.chmod(0o755)
         elif not target.is_file() or not filecmp.cmp(source, target, shallow=False):
-            temporary = target.with_name(f".{target.name}.new")
+            # A name of its own: the class server's service and an instructor's command may
+            # bring the view up to date at the same time.
+            fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+            os.close(fd)
             shutil.copyfile(source, temporary)
-            temporary.chmod(0o644)
+            os.chmod(temporary, 0o644)
             os.replace(temporary, target)
             changed = True
     for path in sorted(folder.rglob("*"), reverse=True):
-        if path.relative_to(folder) not in wanted:
-            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        # (A file whose name starts with "." is another writer's copy on its way in.)
+        if path.relative_to(folder) not in wanted and not path.name.startswith("."):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
             changed = True
     return changed
 
