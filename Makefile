@@ -17,7 +17,13 @@ LAYERS := $(CURDIR)/autograder/learner/jupyter
 EXCHANGE ?=
 LEARNER = $(if $(EXCHANGE),$(LAYERS)/exchange:)$(LAYERS)/learner
 INSTRUCTOR = $(LAYERS)/instructor:$(LEARNER)
-JUPYTER_ENV = JUPYTER_CONFIG_DIR="$(CURDIR)/build/jupyter" TRANSFORMER_COURSE_EXCHANGE="$(EXCHANGE)"
+# Chapter 10 reads Multi30k from data/multi30k here, or from MULTI30K_DIR: make lab
+# MULTI30K_DIR=DIR (or MULTI30K_DIR=DIR make lab). A relative DIR is taken from this folder, not
+# from the chapter folders the kernels run in.
+MULTI30K_DIR ?=
+MULTI30K_ABS = $(if $(filter /%,$(firstword $(MULTI30K_DIR))),$(MULTI30K_DIR),$(CURDIR)/$(MULTI30K_DIR))
+MULTI30K_ENV = $(if $(MULTI30K_DIR), MULTI30K_DIR="$(MULTI30K_ABS)")
+JUPYTER_ENV = JUPYTER_CONFIG_DIR="$(CURDIR)/build/jupyter" TRANSFORMER_COURSE_EXCHANGE="$(EXCHANGE)"$(MULTI30K_ENV)
 
 # The class server (make hub, see autograder/hub/): where it answers and where it keeps its state.
 HUB_URL ?= http://127.0.0.1:8000

@@ -132,6 +132,8 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     # run are tested where they are listed (a server or a pip install cannot run in a test).
     r"^make lab$": (MAKE_DRY_RUN, HERE + "test_notebook_dir_is_the_lab_root", LEARNER_MODE,
                     BROWSER + "test_release_notebook_stops_at_the_first_stub"),
+    r"^MULTI30K_DIR=\S+ make lab$|^make lab MULTI30K_DIR=\S+$": (
+        HERE + "test_make_lab_hands_multi30k_dir_to_the_kernels",),
     r"^make lab EXCHANGE=\S+$": (HERE + "test_make_lab_with_an_exchange_adds_its_layer",
                                  EXCHANGE_MODE),
     # `make instructor EXCHANGE=...` puts the same exchange layer in (the same test).
@@ -404,6 +406,14 @@ INSTALL = [
 ]
 
 
+def make_env() -> dict[str, str]:
+    """The environment for a dry run of make. Under `make test` the tests run inside make:
+    drop the parent's flags, which would add "Entering directory" lines and its job server to
+    the dry run; and a MULTI30K_DIR of the shell would add itself to the lab's command."""
+    dropped = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MULTI30K_DIR")
+    return {k: v for k, v in os.environ.items() if k not in dropped}
+
+
 def readme_make_targets() -> list[str]:
     commands = readme_commands(README.read_text(encoding="utf-8"))
     return [c.split()[1] for c in commands if re.fullmatch(r"make \w+", c)]
@@ -415,9 +425,7 @@ def test_make_targets_run_the_documented_commands(target: str) -> None:
     """A dry run (``make -n``) of each target, every step forced (``-B``) as on a first run:
     each creates .venv and installs the course, then runs its command."""
     assert target in MAKE_RECIPES, f"say in MAKE_RECIPES what `make {target}` runs"
-    # Under `make test` this runs inside make: drop the parent's flags, which would add
-    # "Entering directory" lines and its job server to the dry run.
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    env = make_env()
     result = subprocess.run(["make", "--no-print-directory", "-n", "-B", target], cwd=ROOT,
                             capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 0, result.stderr
@@ -430,7 +438,7 @@ def test_make_targets_run_the_documented_commands(target: str) -> None:
 def test_make_lab_with_an_exchange_adds_its_layer() -> None:
     """`make lab EXCHANGE=/srv/nbgrader/exchange` (and `make instructor EXCHANGE=...`) put the
     exchange layer before the learner layer and hand the folder to its nbgrader_config.py."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    env = make_env()
     exchange = "/srv/nbgrader/exchange"
     for target, layers, notebook_dir in (("lab", ["exchange", "learner"], "notebooks"),
                                          ("instructor", ["instructor", "exchange", "learner"],
@@ -442,10 +450,27 @@ def test_make_lab_with_an_exchange_adds_its_layer() -> None:
         assert jupyter_lab(layers, notebook_dir, exchange) in result.stdout.splitlines()
 
 
+def test_make_lab_hands_multi30k_dir_to_the_kernels() -> None:
+    """`MULTI30K_DIR=/path/to/multi30k make lab` (or `make lab MULTI30K_DIR=...`) starts
+    JupyterLab, and so every kernel, with the folder; a relative one is made absolute from the
+    course folder, since the kernels run in the chapters' folders."""
+    lab = jupyter_lab(["learner"], "notebooks")
+    for given, expected in (("/srv/multi30k", "/srv/multi30k"),
+                            ("../shared/data/multi30k", f"{ROOT}/../shared/data/multi30k")):
+        wanted = lab.replace('TRANSFORMER_COURSE_EXCHANGE=""',
+                             f'TRANSFORMER_COURSE_EXCHANGE="" MULTI30K_DIR="{expected}"')
+        for args, extra in (([], {"MULTI30K_DIR": given}), ([f"MULTI30K_DIR={given}"], {})):
+            result = subprocess.run(
+                ["make", "--no-print-directory", "-n", "-B", "lab", *args],
+                cwd=ROOT, capture_output=True, text=True, timeout=60, env={**make_env(), **extra})
+            assert result.returncode == 0, result.stderr
+            assert wanted in result.stdout.splitlines(), result.stdout
+
+
 def test_make_hub_takes_its_address_and_state() -> None:
     """`make hub HUB_URL=http://0.0.0.0:8000` and `make hub HUB_STATE=/srv/transformer-class`
     reach JupyterHub's bind address and the class's state folder."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    env = make_env()
     result = subprocess.run(
         ["make", "--no-print-directory", "-n", "-B", "hub", "HUB_URL=http://0.0.0.0:8000",
          "HUB_STATE=/srv/transformer-class"],
@@ -621,18 +646,29 @@ def test_export_writes_the_default_file_and_honours_o(tmp_path, capsys) -> None:
 
 
 def test_download_command_with_the_files_in_place(multi30k_dir, tmp_path) -> None:
-    """`python -m transformer_ref.data download multi30k` in a folder whose data/multi30k
-    already holds the eight files: it fetches nothing and checks them."""
-    target = tmp_path / "data" / "multi30k"
+    """`python -m transformer_ref.data download multi30k` in a course folder whose
+    data/multi30k already holds the eight files: it fetches nothing and checks them. Run from
+    a chapter's folder it finds the same files (a course copy in tmp_path: pyproject.toml beside
+    the package)."""
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "transformer_ref", course / "transformer_ref",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", course)
+    target = course / "data" / "multi30k"
     target.mkdir(parents=True)
     for file in multi30k_dir.glob("*.gz"):
         shutil.copy(file, target)
+    chapter = course / "notebooks" / "ch10_translation"
+    chapter.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if k != "MULTI30K_DIR"}
-    result = subprocess.run([sys.executable, "-m", "transformer_ref.data", "download", "multi30k"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert "downloaded 0 file(s) into data/multi30k" in result.stdout
-    assert "complete and match their SHA-256 sums" in result.stdout
+    env["PYTHONPATH"] = str(course)
+    for folder in (course, chapter):
+        result = subprocess.run(
+            [sys.executable, "-m", "transformer_ref.data", "download", "multi30k"],
+            cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert f"downloaded 0 file(s) into {target}" in result.stdout
+        assert "complete and match their SHA-256 sums" in result.stdout
 
 
 @pytest.mark.slow

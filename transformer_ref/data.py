@@ -9,8 +9,10 @@ Symbols are the ids ``4 .. 4 + num_symbols - 1`` (ids 0..3 are the special token
 :mod:`transformer_ref.vocab`) and both sequences end with ``EOS_ID``.
 
 Multi30k (task 1, raw text) is read from a directory: ``MULTI30K_DIR`` when that variable is
-set, otherwise ``data/multi30k`` below the current directory. Each file is checked against its
-SHA-256 sum before use. From a shell::
+set, otherwise ``data/multi30k`` in the course folder (the checkout that holds this package),
+wherever Python runs: a notebook's kernel, which runs in its chapter's folder, finds the same
+files as a shell in the course folder. Each file is checked against its SHA-256 sum before
+use. From a shell::
 
     python -m transformer_ref.data download multi30k [--dir D]   # fetch missing files
     python -m transformer_ref.data verify multi30k [--dir D]     # check the checksums
@@ -53,8 +55,11 @@ MULTI30K_SHA256 = {
 DOWNLOAD_TIMEOUT_S = 15.0
 
 _FIX = (
-    "run `python -m transformer_ref.data download multi30k` (add --dir DIR for another "
-    f"directory), or set {MULTI30K_ENV} to a directory that holds the eight Multi30k files"
+    "run `python -m transformer_ref.data download multi30k` (into data/multi30k in the course "
+    f"folder, or {MULTI30K_ENV} when set; --dir DIR for another directory), or set "
+    f"{MULTI30K_ENV} to a directory that holds the eight Multi30k files before Python starts "
+    f"(for the notebooks: `{MULTI30K_ENV}=/path/to/multi30k make lab`; restarting a kernel does "
+    "not read a variable exported later)"
 )
 
 
@@ -123,9 +128,22 @@ def synthetic_pairs(
 # Multi30k: location and checksums
 
 
+def course_root() -> Path | None:
+    """The course folder this package belongs to (``pyproject.toml`` beside ``transformer_ref/``),
+    or ``None`` for a copy installed elsewhere (site-packages)."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "pyproject.toml").is_file() else None
+
+
 def multi30k_dir() -> Path:
-    """The Multi30k directory: ``$MULTI30K_DIR`` if set, else ``data/multi30k`` (relative)."""
-    return Path(os.environ.get(MULTI30K_ENV) or MULTI30K_DEFAULT_DIR)
+    """The Multi30k directory: ``$MULTI30K_DIR`` if set, else ``data/multi30k`` in the course
+    folder, whatever the current directory (below the current directory only for a copy of
+    the package installed outside a course folder)."""
+    configured = os.environ.get(MULTI30K_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    root = course_root()
+    return MULTI30K_DEFAULT_DIR if root is None else root / MULTI30K_DEFAULT_DIR
 
 
 def multi30k_files(split: str) -> tuple[str, str]:
@@ -304,7 +322,8 @@ def _parser() -> argparse.ArgumentParser:
         "--dir",
         type=Path,
         default=None,
-        help=f"data directory (default: ${MULTI30K_ENV}, else {MULTI30K_DEFAULT_DIR})",
+        help=f"data directory (default: ${MULTI30K_ENV}, else {MULTI30K_DEFAULT_DIR} in the "
+        "course folder)",
     )
     parser.add_argument(
         "--base-url", default=MULTI30K_BASE_URL, help="address the files are fetched from"
@@ -319,12 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.action == "download":
             fetched = download_multi30k(data_dir, base_url=args.base_url)
-            print(f"downloaded {len(fetched)} file(s) into {data_dir}")
+            print(f"downloaded {len(fetched)} file(s) into {data_dir.resolve()}")
         verify_multi30k(data_dir)
     except (DownloadError, FileNotFoundError, ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(f"Multi30k files in {data_dir} are complete and match their SHA-256 sums")
+    print(f"Multi30k files in {data_dir.resolve()} are complete and match their SHA-256 sums")
     return 0
 
 

@@ -46,6 +46,7 @@ from transformer_ref.checkpoint import (
 )
 from transformer_ref.device import autocast_dtype, make_grad_scaler, resolve_device
 from transformer_ref.losses import LabelSmoothingLoss
+from transformer_ref.progress import TimeLeft
 from transformer_ref.schedule import make_lr_lambda
 from transformer_ref.vocab import PAD_ID
 
@@ -443,15 +444,15 @@ def fit(
         if on_report is not None:
             on_report({"step": step, "train_loss": loss, "train_seconds": seconds,
                        "lr": scheduler.get_last_lr()[0], "max_steps": config.max_steps})
+        time_left.update(step, seconds)
         if progress and not show_bar:
-            rate = (step - first_step) / max(elapsed_training, 1e-9)
-            left = (config.max_steps - step) / max(rate, 1e-9)
             log(f"step {step}/{config.max_steps}: train loss {loss:.3f}, "
-                f"{seconds:.0f} s of training, about {left:.0f} s to go")
+                f"{seconds:.0f} s of training, {time_left.describe(config.max_steps - step)}")
 
     model.train()
     elapsed_training, window_loss, window_tokens = 0.0, 0.0, 0
-    report_loss, report_tokens, first_step = 0.0, 0, step
+    report_loss, report_tokens = 0.0, 0
+    time_left = TimeLeft()  # from the steps after the first report: start-up is slow
     recent_loss, evaluated_at = math.nan, -1
     batches = iterate_batches(
         train_pairs, config.max_tokens, seed=config.seed, dist_info=dist_info, start=position,

@@ -42,10 +42,12 @@ DROPOUT_PLACES = ("output", "none", "after_norm", "on_sum")
 
 @dataclass(frozen=True)
 class Step:
-    """One sub-layer of a layer and the LayerNorm of its residual connection."""
+    """One sub-layer of a layer and the LayerNorm of its residual connection (``residual``
+    False: a layer that forgot this step's residual path)."""
 
     sublayer: Callable[[Tensor], Tensor]
     norm: nn.Module
+    residual: bool = True
 
 
 # The values of eps that layer norms written by hand add to the standard deviation.
@@ -76,7 +78,7 @@ def connection(x: Tensor, step: Step, dropout: Callable[[Tensor], Tensor], *, no
     def drop(h: Tensor, place: str) -> Tensor:
         return dropout(h) if dropout_at == place else h
 
-    kept = x if residual else 0.0
+    kept = x if residual and step.residual else 0.0
     if norm_first:
         return drop(kept + drop(step.sublayer(norm(x)), "output"), "on_sum")
     return drop(norm(drop(kept + drop(step.sublayer(x), "output"), "on_sum")), "after_norm")

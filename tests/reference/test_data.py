@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from transformer_ref import data
 from transformer_ref.data import (
     MULTI30K_SHA256,
     DownloadError,
+    course_root,
     download_multi30k,
     load_multi30k,
     multi30k_dir,
@@ -84,10 +86,28 @@ def test_load_multi30k_sizes_and_first_pair(multi30k_dir):
 
 
 def test_multi30k_dir_follows_the_environment(monkeypatch, tmp_path):
+    """Without MULTI30K_DIR the data sit in the course folder's data/multi30k, wherever Python
+    runs: a notebook's kernel runs in its chapter's folder and must find the files that the
+    download command, run from the course folder, put there."""
     monkeypatch.delenv("MULTI30K_DIR", raising=False)
-    assert multi30k_dir().as_posix() == "data/multi30k"
+    course = Path(__file__).resolve().parents[2]
+    assert course_root() == course
+    for folder in (course, course / "notebooks" / "ch10_translation", tmp_path):
+        monkeypatch.chdir(folder)
+        assert multi30k_dir() == course / "data" / "multi30k"
     monkeypatch.setenv("MULTI30K_DIR", str(tmp_path))
     assert multi30k_dir() == tmp_path
+
+
+def test_an_installed_copy_looks_below_the_current_directory(monkeypatch, tmp_path):
+    """A copy of the package outside a course folder (no pyproject.toml beside it) keeps the
+    relative default."""
+    monkeypatch.delenv("MULTI30K_DIR", raising=False)
+    copy = tmp_path / "site-packages" / "transformer_ref"
+    copy.mkdir(parents=True)
+    monkeypatch.setattr(data, "__file__", str(copy / "data.py"))
+    assert course_root() is None
+    assert multi30k_dir().as_posix() == "data/multi30k"
 
 
 def test_unknown_split_is_rejected(multi30k_dir):

@@ -321,6 +321,17 @@ class LayerNormsSwapped(_Layer):
         return self._ffn(x)
 
 
+class LayerNoFeedForwardResidual(_Layer):
+    """Forgets the residual path around the feed-forward network: norm3(dropout(ffn(x)))."""
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        x = self._res(x, lambda y: self.self_attn(y, y, y, tgt_mask), self.norm1)
+        x = self._res(x, lambda y: self.cross_attn(y, memory, memory, src_mask), self.norm2)
+        if self.norm_first:
+            return self.dropout(self.feed_forward(self.norm3(x)))
+        return self.norm3(self.dropout(self.feed_forward(x)))
+
+
 def _steps(layer: _Layer, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> list:
     return [(lambda y: layer.self_attn(y, y, y, tgt_mask), layer.norm1),
             (lambda y: layer.cross_attn(y, memory, memory, src_mask), layer.norm2),
@@ -656,6 +667,8 @@ MUTANTS = [
     Mutant(LAYER, "norm order swapped", LayerNormOrderSwapped, False, "norm_first"),
     Mutant(LAYER, "cross-attention first", LayerCrossBeforeSelf, False, "order"),
     Mutant(LAYER, "norms swapped", LayerNormsSwapped, False, "norm1"),
+    Mutant(LAYER, "no residual around the feed-forward network", LayerNoFeedForwardResidual,
+           False, "the feed-forward step has no residual connection", every_secret=True),
     Mutant(LAYER, "written out, math attention", LayerExplicit, True),
     Mutant(LAYER, "keyword calls in a loop", LayerKeywordCalls, True),
     Mutant(MODEL, "softmax in the generator", model_softmax_generator, False, "logits"),

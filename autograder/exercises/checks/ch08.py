@@ -212,8 +212,10 @@ def _mask_hints(tgt_in: Tensor, pad_id: int) -> list[Hint]:
         Hint("the diagonal is False, so a position cannot attend to itself (and the first "
              "has nothing to attend to): use tril() without an offset.",
              keys & torch.ones(t, t, dtype=torch.bool).tril(-1)),
-        Hint("the causal part is the upper triangle (triu): query i may attend to keys j <= i, "
-             "the lower triangle.", keys & torch.ones(t, t, dtype=torch.bool).triu()),
+        Hint("the causal part was built with triu, the upper triangle, so each query sees "
+             "itself and the positions after it; query i may attend to keys j <= i only, True "
+             "on and below the diagonal: tril() (or subsequent_mask(T)).",
+             keys & torch.ones(t, t, dtype=torch.bool).triu()),
         Hint("the padding hides query rows instead of key columns: padding belongs on the "
              "last axis (the keys), (tgt_in != pad_id)[:, None, None, :].",
              (tgt_in != pad_id)[:, None, :, None] & lower),
@@ -313,11 +315,12 @@ def check_embeddings(ctx: CheckContext, fn: Callable[..., Any]) -> None:
 def _decoder_steps(
     layer: nn.Module, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None, *,
     cross_kv: str = "memory", cross_mask: str = "src", cross_first: bool = False,
-    swap_norms: bool = False,
+    swap_norms: bool = False, no_residual: int | None = None,
 ) -> list[Step]:
     """The steps of a decoder layer (masked self-attention, cross-attention, FFN), with one
     bug switched on: keys and values of cross-attention from the decoder (``cross_kv="x"``),
-    another mask for it, the attentions in the other order, norm1 and norm2 swapped."""
+    another mask for it, the attentions in the other order, norm1 and norm2 swapped, no
+    residual path around step ``no_residual`` (0, 1 or 2)."""
     masks = {"src": src_mask, "tgt": tgt_mask, "none": None}
 
     def cross(y: Tensor) -> Tensor:
@@ -328,8 +331,21 @@ def _decoder_steps(
     norms = [layer.norm2, layer.norm1] if swap_norms else [layer.norm1, layer.norm2]
     if cross_first:
         attentions.reverse()
-    return [Step(attentions[0], norms[0]), Step(attentions[1], norms[1]),
-            Step(layer.feed_forward, layer.norm3)]
+    steps = [(attentions[0], norms[0]), (attentions[1], norms[1]),
+             (layer.feed_forward, layer.norm3)]
+    return [Step(sublayer, norm, residual=i != no_residual)
+            for i, (sublayer, norm) in enumerate(steps)]
+
+
+# Each step of the decoder layer with its residual path written out, post-LN and pre-LN.
+DECODER_STEPS = (
+    ("masked self-attention", "norm1(x + dropout(self_attn(x, x, x, tgt_mask)))",
+     "x + dropout(self_attn(y, y, y, tgt_mask)) with y = norm1(x)"),
+    ("cross-attention", "norm2(x + dropout(cross_attn(x, memory, memory, src_mask)))",
+     "x + dropout(cross_attn(norm2(x), memory, memory, src_mask))"),
+    ("feed-forward", "norm3(x + dropout(feed_forward(x)))",
+     "x + dropout(feed_forward(norm3(x)))"),
+)
 
 
 def _decoder_hints(
@@ -361,6 +377,12 @@ def _decoder_hints(
                  "cross-attention, then the feed-forward network.", bug(cross_first=True)),
             Hint("norm1 belongs to the self-attention step and norm2 to the cross-attention "
                  "step; they are swapped.", bug(swap_norms=True)),
+            Hint("the residual connections are missing: each step adds its input back to the "
+                 f"sub-layer's output, {DECODER_STEPS[0][1 + norm_first]}.",
+                 variant(residual=False)),
+            *(Hint(f"the {name} step has no residual connection: add its input x back, "
+                   f"{written[norm_first]}.", bug(no_residual=i))
+              for i, (name, *written) in enumerate(DECODER_STEPS)),
         ]
 
 
