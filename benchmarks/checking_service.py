@@ -22,8 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from autograder.exercises.checking import CHECKS_ENV
 from autograder.exercises.registry import all_exercises, grade_function
-from autograder.learner.remote_check import CHECKS_ENV, remote_check
+from autograder.learner.remote_check import remote_check
 
 GOAL_S = 3.0
 

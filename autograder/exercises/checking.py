@@ -30,6 +30,9 @@ import numpy as np
 
 # The class's secret: its value, or (the class server's way) a file that holds it.
 SECRET_ENV = "AUTOGRADER_SECRET"
+# In a class, where the class's checking service runs the visible checks: its socket's path, or
+# tcp://HOST:PORT (see autograder.learner.remote_check).
+CHECKS_ENV = "TRANSFORMER_CHECKS"
 SECRET_FILE_ENV = "AUTOGRADER_SECRET_FILE"
 # Used when neither is set, so that the demo, the tests and an instructor's own runs of the
 # solution notebooks work out of the box. Anyone can read it here, so a class is never graded

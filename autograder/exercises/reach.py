@@ -70,6 +70,9 @@ def imported_course_modules(module: str, at_import: bool = False) -> set[str]:
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 found.add(node.module)
                 found.update(f"{node.module}.{a.name}" for a in node.names)
+                if node.module.split(".")[0] in COURSE_PACKAGES:
+                    # A gathering module lends its names: the one that defines each is needed.
+                    found.update(_defining(node.module, a.name) for a in node.names)
             for child in ("body", "orelse", "finalbody", "handlers"):
                 visit(getattr(node, child, []) or [])
 
@@ -108,6 +111,13 @@ def defining_module(module: str, attribute: str) -> str:
     if isinstance(value, (type, types.FunctionType)) and is_module(value.__module__):
         return value.__module__
     return module
+
+
+def _defining(module: str, attribute: str) -> str:
+    try:
+        return defining_module(module, attribute)
+    except (ImportError, AttributeError):  # not importable here: the closure leaves it out
+        return module
 
 
 def setup_import_nodes(nb: NotebookNode) -> list[ast.Import | ast.ImportFrom]:

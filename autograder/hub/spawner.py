@@ -35,9 +35,8 @@ from pathlib import Path
 from jupyterhub.spawner import LocalProcessSpawner
 
 from autograder.course import ROOT
-from autograder.exercises.checking import SECRET_FILE_ENV
+from autograder.exercises.checking import CHECKS_ENV, SECRET_FILE_ENV
 from autograder.hub.classroom import COURSE_ROOT_ENV, Classroom
-from autograder.learner.remote_check import CHECKS_ENV
 from autograder.pipeline.view import refresh_view, view_folder
 from autograder.sandbox.launcher import (
     ETC_FILES,

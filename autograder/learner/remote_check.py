@@ -21,9 +21,9 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from autograder.exercises.checking import CHECKS_ENV
 from autograder.sandbox import serve, wire
 
-CHECKS_ENV = "TRANSFORMER_CHECKS"
 CONNECT_TIMEOUT_S = 10.0
 # A check of the slowest exercise (beam search on several models) takes a few seconds; a learner's
 # endless loop is theirs to interrupt.

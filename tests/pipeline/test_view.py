@@ -3,6 +3,7 @@ still being graded."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import subprocess
@@ -99,12 +100,19 @@ def test_a_hidden_module_says_why_and_when(ch08_view: Path):
     assert "ch08.decoder_layer" in result.stderr and "closes the chapter" in result.stderr
 
 
-def test_the_chapters_own_setup_imports_work_in_the_view(ch08_view: Path):
-    nb = nbformat.read(Course.of().source_notebook(CHAPTERS[7]), as_version=4)
-    imports = "\n".join(ast_unparse(node) for node in setup_import_nodes(nb))
-    result = _run_in_view(ch08_view, imports + "\nfrom autograder import check\nprint('ok')")
-    assert result.returncode == 0, result.stderr
-    # The stack still builds, from the learner's own layer.
+@pytest.mark.parametrize("k", range(1, len(CHAPTERS) + 1), ids=lambda k: CHAPTERS[k - 1])
+def test_each_chapters_setup_imports_work_while_it_is_open(k: int, tmp_path: Path):
+    """A class can work on each chapter while it is open: its notebook's imports load from a
+    view without its own answers, and check() is there."""
+    write_view(plan_view(_open(k)), tmp_path)
+    nb = nbformat.read(Course.of().source_notebook(CHAPTERS[k - 1]), as_version=4)
+    imports = "\n".join(ast.unparse(node) for node in setup_import_nodes(nb))
+    result = _run_in_view(tmp_path, imports + "\nfrom autograder import check\nprint('ok')")
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr
+
+
+def test_a_stack_builds_from_the_learners_own_layer(ch08_view: Path):
+    """Chapter 8's decoder stack, whose default layer is still hidden, takes the learner's."""
     result = _run_in_view(ch08_view, """
         import torch
         from torch import nn
@@ -121,12 +129,6 @@ def test_the_chapters_own_setup_imports_work_in_the_view(ch08_view: Path):
         print(Decoder(2, 8, 2, 16, layer=MyLayer)(torch.ones(1, 3, 8), None, None, None).shape)
         """)
     assert result.returncode == 0 and "torch.Size([1, 3, 8])" in result.stdout, result.stderr
-
-
-def ast_unparse(node) -> str:
-    import ast
-
-    return ast.unparse(node)
 
 
 def test_write_view_updates_in_place_and_says_when_it_changed(tmp_path: Path):
