@@ -60,8 +60,9 @@ def _torch_base(type_name: str, mro: list[str]) -> type | None:
 def _mirror_class(type_name: str, mro: tuple[str, ...]) -> type:
     base = _torch_base(type_name, list(mro))
     bases = (RemoteModule,) if base is None else (RemoteModule, base)
-    short = type_name.rsplit(".", 1)[-1]
-    return type(short, bases, {"__module__": "learner", "__qualname__": short})
+    module, _, short = type_name.rpartition(".")
+    # Named as in the learner's process, so messages name the class as a local check does.
+    return type(short, bases, {"__module__": module[:120] or "learner", "__qualname__": short})
 
 
 class RemoteModule(nn.Module):

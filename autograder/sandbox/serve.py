@@ -59,8 +59,10 @@ def learner_line(exc: BaseException) -> dict[str, Any] | None:
             "text": (found.line or "").strip()[:200], "function": found.name}
 
 
-def error_reply(exc: BaseException) -> dict[str, Any]:
-    return {"error": type(exc).__name__, "message": str(exc)[:2000], "where": learner_line(exc)}
+def error_reply(exc: BaseException,
+                locate: Callable[[BaseException], dict[str, Any] | None] = learner_line,
+                ) -> dict[str, Any]:
+    return {"error": type(exc).__name__, "message": str(exc)[:2000], "where": locate(exc)}
 
 
 class LearnerCodec(wire.Codec):
@@ -83,8 +85,11 @@ class Server:
     """Answers the grader's requests on ``inp``/``out`` until the grader closes ``inp``."""
 
     def __init__(self, namespace: dict[str, Any], attempts: list[str],
-                 builders: dict[str, Callable[..., Any]]) -> None:
+                 builders: dict[str, Callable[..., Any]],
+                 locate: Callable[[BaseException], dict[str, Any] | None] = learner_line,
+                 ) -> None:
         self.namespace = namespace
+        self.locate = locate  # the learner's failing line of an exception
         self.attempts = attempts  # imports of the course the learner's code tried
         self.builders = builders  # "module:function" -> callable, for models the grader sends
         self.codec = LearnerCodec(self)
@@ -156,7 +161,7 @@ class Server:
         except wire.WireError as exc:
             reply, reply_blobs = {"protocol": str(exc)}, []
         except BaseException as exc:  # noqa: BLE001 - learner code may raise anything
-            reply, reply_blobs = error_reply(exc), []
+            reply, reply_blobs = error_reply(exc, self.locate), []
         reply["blocked"] = self.attempts[start:]
         return reply, reply_blobs
 

@@ -510,7 +510,7 @@ def _construct_model(ctx: CheckContext, fn: Callable[..., Any], config: dict[str
 
     seed = int(ctx.rng.integers(0, 2**31))
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        manual_seed(fn, seed)  # the learner's own generators, wherever its code runs
         try:
             model = call_torch(fn, **config)
         except CheckFailure as exc:
