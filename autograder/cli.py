@@ -172,7 +172,7 @@ def _autograde(args: argparse.Namespace) -> int:
     from autograder.pipeline.grade import autograde
     from autograder.pipeline.gradebook import quiet_gradebook, read_scores
     from autograder.pipeline.report import summary_table
-    from autograder.sandbox.launcher import sandbox_report
+    from autograder.sandbox.launcher import GraderFaultError, sandbox_report
 
     if _jobs(args) < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
@@ -192,7 +192,7 @@ def _autograde(args: argparse.Namespace) -> int:
                              students=args.student, limits=limits,
                              progress=lambda n: tqdm(total=n, desc="grading", unit="learner"),
                              **course.as_kwargs())
-    except (ConnectionError, ValueError) as exc:  # no cluster, or one that cannot grade
+    except (ConnectionError, ValueError, GraderFaultError) as exc:  # the grader cannot grade
         print(f"autograde failed: {exc}", file=sys.stderr)
         return 1
     print(summary_table(rows, read_scores(course.config())))
@@ -425,13 +425,14 @@ def add_selfcheck(subparsers: argparse._SubParsersAction) -> None:
 
 def _demo(args: argparse.Namespace) -> int:
     from autograder.demo.demo import run_demo, table
+    from autograder.sandbox.launcher import GraderFaultError
 
     if _jobs(args) < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
         return 2
     try:
         result = run_demo(args.out, jobs=_jobs(args), scheduler=args.scheduler)
-    except (ConnectionError, ValueError) as exc:  # no cluster, or one that cannot grade
+    except (ConnectionError, ValueError, GraderFaultError) as exc:  # the grader cannot grade
         print(f"demo failed: {exc}", file=sys.stderr)
         return 1
     print(table(result.rows))

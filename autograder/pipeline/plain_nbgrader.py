@@ -58,7 +58,32 @@ class SandboxedAutograde(NotebookExporter):
     and the flags, all stored) and hands nbgrader the autograded notebook; the second pass
     has nothing left to do (the course's configuration gives nbgrader's preprocessor lists
     no entries).
+
+    A grader that cannot grade stops the command with an error (exit status 1) and records
+    nothing: checked before nbgrader enters anyone in the gradebook, and again where a
+    learner's runs fail (:func:`~autograder.pipeline.grade.grade_safely`).
     """
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        # nbgrader builds its exporter before it records anyone in the gradebook: a sandbox
+        # that cannot start stops the command here, with nothing written.
+        from autograder.sandbox.launcher import GraderFaultError, Limits, check_sandbox
+
+        try:
+            check_sandbox(Limits())
+        except GraderFaultError as exc:
+            self._stop(str(exc))
+
+    def _stop(self, message: str) -> None:
+        """End the whole nbgrader command, not only this learner's conversion, with
+        ``message``: nbgrader's ``fail`` logs it and exits with status 1 (the formgrader
+        shows it as the Autograde button's error)."""
+        from autograder.sandbox.launcher import GraderFaultError
+
+        if hasattr(self.parent, "fail"):
+            self.parent.fail("%s", message)
+        raise GraderFaultError(message)
 
     def from_filename(self, filename: str, resources: dict | None = None,
                       **kw: Any) -> tuple[str, dict]:
@@ -67,6 +92,7 @@ class SandboxedAutograde(NotebookExporter):
             return super().from_filename(filename, resources, **kw)
         from autograder.pipeline.cluster import versions
         from autograder.pipeline.grade import _store, grade_safely, pack
+        from autograder.pipeline.gradebook import forget_ungraded
         from autograder.sandbox.launcher import Limits
 
         course = course_of(converter.coursedir)
@@ -77,6 +103,12 @@ class SandboxedAutograde(NotebookExporter):
         outcome = grade_safely(pack(course, student, chapter, limits=Limits(),
                                     root=str(course.root),
                                     versions=versions(course.root, chapter)))
+        if outcome.fault is not None:
+            # nbgrader entered the submission before converting it: a row without a grade
+            # must not read as a score of 0.
+            forget_ungraded(course.config(), student, chapter)
+            self._stop(f"grading stopped at {student}/{chapter}: {outcome.fault}. Nothing was "
+                       "recorded for this learner, nor for those after it")
         summary = _store(outcome, course.config(), course)
         self.log.info("%s scored %g of %g autograded point(s)", student, summary.score,
                       summary.max_score)
