@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -275,31 +276,71 @@ print(json.dumps({"problem": sandbox_problem(Limits()), "ok": result.ok,
 """
 
 
-@needs_isolation
-def test_a_python_that_lives_in_tmp_runs_in_the_sandbox(tmp_path):
-    """A course cloned into /tmp: the sandbox's own empty /tmp would hide its Python, so the
-    Python is bound on top of it, and the learner sees nothing else of the machine's /tmp.
-    Here the environment's folder is reached through a link in /tmp, as the grader names it."""
+@pytest.fixture
+def tmp_python() -> Iterator[tuple[Path, Path]]:
+    """A folder in /tmp, and in it this Python's environment reached through a link (as
+    after `git clone ... /tmp/x && make install`, but without installing again): the folder
+    and the Python, named as the grader started from there names it."""
     home = Path(tempfile.mkdtemp(prefix="course-", dir="/tmp"))
     try:
         (home / "venv").symlink_to(os.path.realpath(sys.prefix), target_is_directory=True)
         (home / "planted.txt").write_text("not for learners")
-        python = home / "venv" / "bin" / Path(sys.executable).name
-        (tmp_path / "submission").mkdir()
-        run = subprocess.run([str(python), "-c", TMP_PYTHON, str(tmp_path / "submission")],
-                             cwd=ROOT, capture_output=True, text=True, timeout=600)
-        assert run.returncode == 0, run.stdout + run.stderr
-        found = json.loads(run.stdout.splitlines()[-1])
+        yield home, home / "venv" / "bin" / Path(sys.executable).name
     finally:
         shutil.rmtree(home)
+
+
+def in_tmp(home: Path) -> list[str]:
+    """What a sandbox's /tmp holds when ``home`` holds the grader's Python: the folders in
+    /tmp of this Python's own environment and of ``home`` (less names the cells leave out)."""
+    found = {Path(p).parts[2] for p in (str(home), os.path.realpath(sys.prefix),
+                                        os.path.realpath(sys.base_prefix))
+             if Path(p).parts[1:2] == ("tmp",)}
+    return sorted(n for n in found if not n.startswith((".", "tmp", "k")))
+
+
+def run_python(python: Path, code: str, *args: str) -> dict:
+    run = subprocess.run([str(python), "-c", code, *args], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return json.loads(run.stdout.splitlines()[-1])
+
+
+@needs_isolation
+def test_a_python_that_lives_in_tmp_runs_in_the_sandbox(tmp_python, tmp_path):
+    """A course cloned into /tmp: the sandbox's own empty /tmp would hide its Python, so the
+    Python is bound on top of it, and the learner sees nothing else of the machine's /tmp."""
+    home, python = tmp_python
+    (tmp_path / "submission").mkdir()
+    found = run_python(python, TMP_PYTHON, str(tmp_path / "submission"))
     assert found["problem"] is None
     assert found["ok"], found["reason"]
-    # In /tmp: the folder of this Python, and of the real environment when it lies there too.
-    in_tmp = {Path(p).parts[2] for p in (str(home), os.path.realpath(sys.prefix),
-                                         os.path.realpath(sys.base_prefix))
-              if Path(p).parts[1:2] == ("tmp",)}
-    shown = sorted(n for n in in_tmp if not n.startswith((".", "tmp", "k")))
-    assert found["out"] == f"{python}\n{shown!r}\n"
+    assert found["out"] == f"{python}\n{in_tmp(home)!r}\n"
+
+
+# The same Python in a learner's view of the class server (argv: the class's state folder).
+TMP_VIEW = """
+import json, subprocess, sys
+from pathlib import Path
+from autograder.hub.classroom import Classroom
+from autograder.hub.spawner import learner_view
+
+classroom = Classroom(Path(sys.argv[1]), "view-test-")
+for folder in (classroom.home("alice"), classroom.exchange):
+    folder.mkdir(parents=True)
+cell = ("import numpy, os, sys; print(sys.executable); "
+        "print(sorted(n for n in os.listdir('/tmp') if not n.startswith(('.', 'tmp', 'k'))))")
+run = subprocess.run([*learner_view(classroom, "alice", 65534, 65534), sys.executable, "-c",
+                      cell], capture_output=True, text=True, timeout=300)
+print(json.dumps({"status": run.returncode, "out": run.stdout + run.stderr}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 and not CI, reason="a learner's view starts as root")
+def test_a_python_that_lives_in_tmp_runs_in_a_learners_view(tmp_python):
+    home, python = tmp_python
+    found = run_python(python, TMP_VIEW, str(home / "state"))
+    assert found == {"status": 0, "out": f"{python}\n{in_tmp(home)!r}\n"}
 
 
 def test_a_sandbox_that_cannot_start_names_the_cause_and_the_fix(monkeypatch):
