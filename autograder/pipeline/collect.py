@@ -459,7 +459,7 @@ class _HardLinks:
         names = self.names.get((info.st_dev, info.st_ino), [])
         me = next((n for n in names if n.origin == origin), None)
         if me is None:
-            return ("a hard link that appeared while collecting ran; collect again"), None
+            return "a hard link that appeared while collect was running; collect again", None
         return hard_link_verdict(me, names, info.st_nlink, info.st_uid)
 
 
