@@ -141,11 +141,12 @@ def add_collect(subparsers: argparse._SubParsersAction) -> None:
                     "(<dir>/<student>/<chapter>/<chapter>.ipynb or <dir>/<student>/<chapter>"
                     ".ipynb), LMS zips (<student>_<chapter>.ipynb) or the nbgrader exchange, "
                     "and list what was taken per learner and chapter. Originals are never "
-                    "modified. Each file, link and zip member is judged on its own: links, "
-                    "special files, unsafe names and unreadable or oversized members are "
-                    "refused with the reason, the rest is collected. Student ids are "
-                    "case-folded (NFC); of duplicate submissions the newest is kept and "
-                    "flagged.")
+                    "modified. Each file, link and zip member is judged on its own and ends "
+                    "collected, REFUSED with the reason (links, special files, unsafe names, "
+                    "files that are not chapter notebooks, unreadable, corrupt or oversized "
+                    "members) or IGNORED with the reason (editor files, chapters not asked "
+                    "for, older copies). Names are read in NFC and student ids case-folded; "
+                    "of duplicate submissions the newest is kept and flagged.")
     parser.add_argument("sources", nargs="*", type=Path, metavar="SOURCE",
                         help="a folder of learner folders, or a zip file")
     parser.add_argument("--exchange", type=Path, metavar="DIR",
