@@ -217,11 +217,12 @@ def add_collect(subparsers: argparse._SubParsersAction) -> None:
                     "(<dir>/<student>/<chapter>/<chapter>.ipynb or <dir>/<student>/<chapter>"
                     ".ipynb), LMS zips (<student>_<chapter>.ipynb) or the nbgrader exchange, "
                     "and list what was taken per learner and chapter. Originals are never "
-                    "modified. Each file, link and zip member is judged on its own: links, "
-                    "special files, unsafe names and unreadable or oversized members are "
-                    "refused with the reason, the rest is collected. Student ids are "
-                    "case-folded (NFC); of duplicate submissions the newest is kept and "
-                    "flagged.")
+                    "modified. Each file, link and zip member is judged on its own and ends "
+                    "collected, REFUSED with the reason (links, special files, unsafe names, "
+                    "files that are not chapter notebooks, unreadable, corrupt or oversized "
+                    "members) or IGNORED with the reason (editor files, chapters not asked "
+                    "for, older copies). Names are read in NFC and student ids case-folded; "
+                    "of duplicate submissions the newest is kept and flagged.")
     parser.add_argument("sources", nargs="*", type=Path, metavar="SOURCE",
                         help="a folder of learner folders, or a zip file")
     parser.add_argument("--exchange", type=Path, metavar="DIR",
@@ -249,7 +250,7 @@ def _autograde(args: argparse.Namespace) -> int:
     from autograder.pipeline.gradebook import quiet_gradebook, read_scores
     from autograder.pipeline.report import summary_table
     from autograder.pipeline.secret import SecretError, require_grading_secret
-    from autograder.sandbox.launcher import sandbox_report
+    from autograder.sandbox.launcher import GraderFaultError, sandbox_report
 
     if _jobs(args) < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
@@ -274,7 +275,7 @@ def _autograde(args: argparse.Namespace) -> int:
                              students=args.student, limits=limits,
                              progress=lambda n: tqdm(total=n, desc="grading", unit="learner"),
                              **course.as_kwargs())
-    except (ConnectionError, ValueError) as exc:  # no cluster, or one that cannot grade
+    except (ConnectionError, ValueError, GraderFaultError) as exc:  # the grader cannot grade
         print(f"autograde failed: {exc}", file=sys.stderr)
         return 1
     print(summary_table(rows, read_scores(course.config())))
@@ -508,6 +509,7 @@ def add_selfcheck(subparsers: argparse._SubParsersAction) -> None:
 def _demo(args: argparse.Namespace) -> int:
     from autograder.demo.demo import run_demo, table
     from autograder.pipeline.secret import SecretError, development_grading, require_grading_secret
+    from autograder.sandbox.launcher import GraderFaultError
 
     if _jobs(args) < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
@@ -520,7 +522,7 @@ def _demo(args: argparse.Namespace) -> int:
         return 1
     try:
         result = run_demo(args.out, jobs=_jobs(args), scheduler=args.scheduler)
-    except (ConnectionError, ValueError) as exc:  # no cluster, or one that cannot grade
+    except (ConnectionError, ValueError, GraderFaultError) as exc:  # the grader cannot grade
         print(f"demo failed: {exc}", file=sys.stderr)
         return 1
     print(table(result.rows))

@@ -29,8 +29,8 @@ class Flag:
             ``"test_cell_moved"``, ``"test_cell_repointed"``, ``"metadata_removed"``,
             ``"cell_added"``, ``"locked_cell_edited"``, ``"imports_reference"``,
             ``"learner_timeout"``, ``"worker_died"``, ``"audit:<category>"``,
-            ``"duplicate_submission"``, ``"older_than_collected"`` (collect),
-            ``"feedback_failed"`` (feedback), ...
+            ``"duplicate_submission"``, ``"older_than_collected"``, ``"shared_file"``
+            (collect), ``"feedback_failed"`` (feedback), ...
         cell: the grade id (or cell id) concerned, or ``None`` for the whole notebook.
         reason: one or two sentences for a human.
     """

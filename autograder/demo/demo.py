@@ -141,8 +141,13 @@ def run_demo(
     Raises:
         ValueError: ``jobs`` is not positive, or a chapter the sample class does not cover.
         ConnectionError: the scheduler cannot be reached or has no workers.
+        GraderFaultError: the sandbox cannot start or run the course's Python.
     """
+    from autograder.sandbox.launcher import Limits, check_sandbox
+
     chapters = list(chapters)
+    if scheduler is None:  # a machine that cannot grade stops the demo before it starts
+        check_sandbox(limits or Limits())
     with contextlib.ExitStack() as stack:
         if out is None:
             workspace = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="demo-")))

@@ -36,6 +36,7 @@ import tempfile
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -45,6 +46,8 @@ from autograder.exercises.checking import DEVELOPMENT_SECRET, grading_secret
 
 if TYPE_CHECKING:
     from distributed import Client, Future, as_completed
+
+    from autograder.sandbox.launcher import Limits
 
 # Deaths of the workers grading one learner after which the learner is given up.
 MAX_DEATHS = 3
@@ -346,6 +349,29 @@ def check_workers(client: Client, root: str | None, wanted: dict[str, dict[str, 
         raise ValueError(f"workers whose course differs from this one ({listed}). Every worker "
                          "needs the same checkout of the course, installed the same way, and "
                          "the same AUTOGRADER_SECRET")
+
+
+def check_sandboxes(client: Client, limits: Limits) -> None:
+    """Refuse a cluster on whose workers a sandbox cannot start or run the course's Python
+    (:func:`~autograder.sandbox.launcher.sandbox_problem`), before anyone is graded.
+
+    Raises:
+        GraderFaultError: a worker cannot; the message names it, the cause and the fix.
+    """
+    from autograder.sandbox.launcher import GraderFaultError, grader_fault
+
+    found = client.run(worker_sandbox_problem, asdict(limits))
+    bad = [f"on the worker {address}, {grader_fault(problem)}"
+           for address, problem in sorted(found.items()) if problem]
+    if bad:
+        raise GraderFaultError("; ".join(bad))
+
+
+def worker_sandbox_problem(limits: dict[str, float]) -> str | None:
+    """:func:`~autograder.sandbox.launcher.sandbox_problem` on a worker."""
+    from autograder.sandbox.launcher import Limits, sandbox_problem
+
+    return sandbox_problem(Limits(**limits))
 
 
 def worker_differences(root: str | None, wanted: dict[str, dict[str, str]]) -> list[str]:

@@ -55,7 +55,7 @@ from autograder.notebook import (
 )
 from autograder.pipeline.collect import SECRET_FILE, TIMESTAMP_FILE
 from autograder.pipeline.submission import read_submission
-from autograder.sandbox.launcher import ExecutionResult, Learner, Limits
+from autograder.sandbox.launcher import ExecutionResult, GraderFaultError, Learner, Limits
 
 
 @dataclass(frozen=True)
@@ -72,13 +72,15 @@ class Task:
 
 @dataclass
 class Outcome:
-    """What grading one submission produced: the notebook to score and the flags."""
+    """What grading one submission produced: the notebook to score and the flags, or the
+    grader's own failure (``fault``), which is never stored as the learner's grade."""
 
     student: str
     chapter: str
     notebook: str | None  # nbformat JSON; None: not graded, the flags say why (scores 0)
     flags: list[Flag] = field(default_factory=list)
     seconds: float = 0.0
+    fault: str | None = None  # the grader broke: what happened and the fix, for a human
 
 
 @dataclass(frozen=True)
@@ -377,16 +379,19 @@ def grade_safely(submission: Submission) -> Outcome:
     """Grade one submission on this machine (a worker's job); never raises.
 
     The files are written to a temporary folder, the course comes from ``submission.root`` or
-    this checkout; any unexpected error, and a course that differs from the grader's, end as a
-    ``grading_error`` flag of this learner and an Outcome without a notebook.
+    this checkout; any unexpected error ends as a ``grading_error`` flag of this learner and an
+    Outcome without a notebook. What is the grader's fault and not the learner's (a course
+    that differs from the grader's, a sandbox that cannot start: :func:`_blame`) ends as an
+    Outcome with a ``fault`` instead.
     """
     from autograder.pipeline.cluster import differences, on_one_thread
 
     started = time.monotonic()
     student, chapter = submission.student, submission.chapter
 
-    def not_graded(flag: Flag) -> Outcome:
-        return Outcome(student, chapter, None, [flag], time.monotonic() - started)
+    def not_graded(flag: Flag | None, fault: str | None = None) -> Outcome:
+        return Outcome(student, chapter, None, [flag] if flag else [],
+                       time.monotonic() - started, fault)
 
     if submission.refused is not None:
         return not_graded(submission.refused)
@@ -395,20 +400,44 @@ def grade_safely(submission: Submission) -> Outcome:
         on_one_thread()
         differ = differences(submission.versions, root, chapter)
         if differ:
-            return not_graded(Flag(
-                "grading_error", None,
+            return not_graded(None, (
                 f"the worker's course differs from the grader's ({', '.join(differ)}); install "
-                "the same course, and export the same AUTOGRADER_SECRET, on every worker"))
+                "the same course, and export the same AUTOGRADER_SECRET, on every worker; then "
+                "grade again"))
         with tempfile.TemporaryDirectory(prefix=f"submission-{student}-") as folder:
             notebook = Path(folder) / chapter / f"{chapter}.ipynb"
             for name, data in submission.files.items():
                 (notebook.parent / name).parent.mkdir(parents=True, exist_ok=True)
                 (notebook.parent / name).write_bytes(data)
-            return grade_submission(Task(student, chapter, str(notebook), root,
-                                         submission.limits))
+            outcome = grade_submission(Task(student, chapter, str(notebook), root,
+                                            submission.limits))
     except Exception as exc:  # a bug or an odd file must not stop the class
-        return not_graded(Flag("grading_error", None,
-                               f"grading failed: {type(exc).__name__}: {exc}"))
+        outcome = not_graded(Flag("grading_error", None,
+                                  f"grading failed: {type(exc).__name__}: {exc}"))
+    return _blame(outcome, Limits(**submission.limits))
+
+
+# What a sandbox that cannot start gives every learner alike: no kernel, no learner process.
+SANDBOX_FAILURES = frozenset({"execution_failed", "worker_died", "grading_error"})
+
+
+def _blame(outcome: Outcome, limits: Limits) -> Outcome:
+    """``outcome``, or a grader fault in its place.
+
+    A learner whose runs failed (:data:`SANDBOX_FAILURES`) is checked against a sandbox that
+    runs no learner code (:func:`~autograder.sandbox.launcher.sandbox_problem`), started now,
+    after the learner's processes are gone: when that fails too, the grader broke, not the
+    learner, and the failure is the grader's.
+    """
+    from autograder.sandbox.launcher import grader_fault, sandbox_problem
+
+    if not any(f.code in SANDBOX_FAILURES for f in outcome.flags):
+        return outcome
+    problem = sandbox_problem(limits)
+    if problem is None:
+        return outcome
+    return Outcome(outcome.student, outcome.chapter, None, [], outcome.seconds,
+                   grader_fault(problem))
 
 
 # ------------------------------------------------------------------ the whole class
@@ -473,21 +502,34 @@ def autograde(
         ConnectionError: the scheduler cannot be reached or has no workers.
         autograder.pipeline.secret.SecretError: no class's secret that learners cannot
             read (:func:`~autograder.pipeline.secret.require_grading_secret`).
+        GraderFaultError: the sandbox cannot start or run the course's Python (checked before
+            anyone is graded, and again where a learner's runs fail): nothing is recorded
+            for the learners not stored yet (see :func:`_blame`).
     """
-    from autograder.pipeline.cluster import check_workers, grading_client, in_order, versions
+    from autograder.pipeline.cluster import (
+        check_sandboxes,
+        check_workers,
+        grading_client,
+        versions,
+    )
     from autograder.pipeline.release import ensure_recorded
     from autograder.pipeline.secret import require_grading_secret
+    from autograder.sandbox.launcher import check_sandbox
 
     if scheduler is None and (not isinstance(jobs, int) or jobs < 1):
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}; pass --jobs 1 or more")
     require_grading_secret()
     course = Course.of(root, course_dir).resolved()
-    config = course.config()
     limits = limits or Limits()
     worker_root = None if course.root == ROOT else str(course.root)
-    results = []
+    if scheduler is None:
+        # The local workers run this Python on this machine: its sandbox is checked before
+        # anything starts or is written.
+        check_sandbox(limits)
     # The cluster first: a scheduler that cannot be reached fails the run before any work.
     with grading_client(jobs, scheduler) as client:
+        if scheduler is not None:
+            check_sandboxes(client, limits)
         wanted, pairs = {}, []
         for chapter in chapters:
             ensure_recorded(chapter, course.root, course.folder)
@@ -505,24 +547,52 @@ def autograde(
                                  key=f"grade-{chapter}-{student}-{uuid.uuid4().hex}",
                                  workers=[worker], allow_other_workers=True)
 
-        bar = progress(len(pairs)) if progress else None
-        try:
-            for (student, chapter), future in in_order(client, pairs, submit):
-                outcome = _finished(future, student, chapter)
-                try:
-                    results.append(_store(outcome, config, course))
-                except Exception as exc:  # one learner's storage problem must not stop the class
-                    flag = Flag("grading_error", None, f"storing the results failed: "
-                                                       f"{type(exc).__name__}: {exc}")
-                    write_flags(course.folder, student, chapter, "grade", [flag])
-                    results.append(Summary(student, chapter, 0.0, 0.0, (flag,),
-                                           outcome.seconds))
-                if bar is not None:
-                    bar.update(1)
-        finally:
-            if bar is not None:
-                bar.close()
+        results = _store_in_order(client, pairs, submit, course, progress)
     return sorted(results, key=lambda s: (s.student, s.chapter))
+
+
+def _store_in_order(client, pairs: list[tuple[str, str]], submit, course: Course,
+                    progress: Callable[[int], object] | None) -> list[Summary]:
+    """Store each learner's outcome, in the order of ``pairs``, as soon as it and those before
+    it are graded (``submit`` starts one on a worker); stop at the first grader fault.
+
+    Raises:
+        GraderFaultError: a learner's outcome is the grader's fault; it and the learners after
+            it are not stored.
+    """
+    from autograder.pipeline.cluster import in_order
+
+    config = course.config()
+    results: list[Summary] = []
+    bar = progress(len(pairs)) if progress else None
+    try:
+        for (student, chapter), future in in_order(client, pairs, submit):
+            outcome = _finished(future, student, chapter)
+            if outcome.fault is not None:
+                raise GraderFaultError(
+                    f"grading stopped at {student}/{chapter}: {outcome.fault}. Nothing was "
+                    f"recorded for it, nor for the {len(pairs) - len(results) - 1} "
+                    f"submission(s) after it; the {len(results)} stored before keep their "
+                    "grades, and grading again gives them the same")
+            results.append(_store_safely(outcome, config, course))
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return results
+
+
+def _store_safely(outcome: Outcome, config, course: Course) -> Summary:
+    """:func:`_store`; a problem storing one learner's results costs only that learner (a
+    ``grading_error`` flag)."""
+    try:
+        return _store(outcome, config, course)
+    except Exception as exc:  # one learner's storage problem must not stop the class
+        flag = Flag("grading_error", None, f"storing the results failed: "
+                                           f"{type(exc).__name__}: {exc}")
+        write_flags(course.folder, outcome.student, outcome.chapter, "grade", [flag])
+        return Summary(outcome.student, outcome.chapter, 0.0, 0.0, (flag,), outcome.seconds)
 
 
 def _finished(future, student: str, chapter: str) -> Outcome:

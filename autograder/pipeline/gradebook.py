@@ -64,6 +64,24 @@ def register_students(config: Config, students: list[str]) -> None:
             _named(gradebook, student)
 
 
+def forget_ungraded(config: Config, student: str, chapter: str) -> None:
+    """Remove ``student``'s submission of ``chapter`` from the gradebook when it holds no
+    score at all: nbgrader's own commands enter a submission before it is graded, and one the
+    grader could not grade must not read as a score of 0. A submission graded before keeps
+    its scores."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    ensure_alembic_on_path()
+    with quiet_gradebook(), Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
+        try:
+            submission = gradebook.find_submission(chapter, student)
+        except MissingEntry:
+            return
+        if not any(grade.auto_score is not None or grade.manual_score is not None
+                   for notebook in submission.notebooks for grade in notebook.grades):
+            gradebook.remove_submission(chapter, student)
+
+
 def save_grades(
     config: Config,
     student: str,

@@ -78,13 +78,17 @@ class SandboxedAutograde(NotebookExporter):
 
     Before any learner, it refuses to grade without a class's secret that learners cannot read
     (the log says why and how to set one), and records the chapter in the gradebook if no
-    release did, as ``python -m autograder autograde`` does.
+    release did, as ``python -m autograder autograde`` does. A grader that cannot grade stops
+    the command with an error (exit status 1) and records nothing: checked before nbgrader
+    enters anyone in the gradebook, and again where a learner's runs fail
+    (:func:`~autograder.pipeline.grade.grade_safely`).
     """
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         from autograder.pipeline.release import ensure_recorded
         from autograder.pipeline.secret import SecretError, require_grading_secret
+        from autograder.sandbox.launcher import GraderFaultError, Limits, check_sandbox
 
         converter = self.parent
         if not isinstance(converter, Autograde):
@@ -95,8 +99,24 @@ class SandboxedAutograde(NotebookExporter):
             self.log.error("%s", exc)
             raise NbGraderException(str(exc)) from exc
         (self.log.warning if secret.development else self.log.info)("%s", secret.notice())
+        # nbgrader builds its exporter before it records anyone in the gradebook: a sandbox
+        # that cannot start stops the command here, with nothing written.
+        try:
+            check_sandbox(Limits())
+        except GraderFaultError as exc:
+            self._stop(str(exc))
         course = course_of(converter.coursedir)
         ensure_recorded(converter.coursedir.assignment_id, **course.as_kwargs())
+
+    def _stop(self, message: str) -> None:
+        """End the whole nbgrader command, not only this learner's conversion, with
+        ``message``: nbgrader's ``fail`` logs it and exits with status 1 (the formgrader
+        shows it as the Autograde button's error)."""
+        from autograder.sandbox.launcher import GraderFaultError
+
+        if hasattr(self.parent, "fail"):
+            self.parent.fail("%s", message)
+        raise GraderFaultError(message)
 
     def from_filename(self, filename: str, resources: dict | None = None,
                       **kw: Any) -> tuple[str, dict]:
@@ -105,6 +125,7 @@ class SandboxedAutograde(NotebookExporter):
             return super().from_filename(filename, resources, **kw)
         from autograder.pipeline.cluster import versions
         from autograder.pipeline.grade import _store, grade_safely, pack
+        from autograder.pipeline.gradebook import forget_ungraded
         from autograder.sandbox.launcher import Limits
 
         course = course_of(converter.coursedir)
@@ -115,6 +136,12 @@ class SandboxedAutograde(NotebookExporter):
         outcome = grade_safely(pack(course, student, chapter, limits=Limits(),
                                     root=str(course.root),
                                     versions=versions(course.root, chapter)))
+        if outcome.fault is not None:
+            # nbgrader entered the submission before converting it: a row without a grade
+            # must not read as a score of 0.
+            forget_ungraded(course.config(), student, chapter)
+            self._stop(f"grading stopped at {student}/{chapter}: {outcome.fault}. Nothing was "
+                       "recorded for this learner, nor for those after it")
         summary = _store(outcome, course.config(), course)
         self.log.info("%s scored %g of %g autograded point(s)", student, summary.score,
                       summary.max_score)

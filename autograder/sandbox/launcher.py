@@ -225,6 +225,93 @@ def sandbox_report(limits: Limits | None = None) -> list[str]:
     return lines
 
 
+# ----------------------------------------------------------------------------- preflight
+
+
+class GraderFaultError(RuntimeError):
+    """The grader cannot grade: its sandbox cannot start, or cannot run the course's Python.
+    No learner is to blame, so nothing of the run may be recorded as a learner's grade."""
+
+
+# Imports of every sandboxed run (NumPy carries the learner processes' values, ipykernel is
+# the notebook's kernel): the preflight imports them in a sandbox, as the unprivileged user
+# that learner code runs as. Both are compiled packages of the environment's site-packages;
+# what else grading imports lies beside them (nbformat and nbclient, left out: slow to import).
+PROBE_IMPORTS = ("numpy", "ipykernel.kernelapp")
+PROBE_TIMEOUT_S = 120.0
+# What a sandbox that cannot start says, and what to do about it.
+_FIXES = (
+    (("Resource temporarily unavailable", "can't start new thread"),
+     "a sandbox needs more processes or threads than --max-processes allows: raise it"),
+    (("memory", "MemoryError", "failed to map"),
+     "Python needs more memory than --memory-mb allows to start: raise --memory-mb"),
+    (("namespace", "uid map", "setgroups", "Operation not permitted"),
+     "bubblewrap cannot create the sandbox's namespaces here: allow unprivileged user "
+     "namespaces (sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu "
+     "kernel.apparmor_restrict_unprivileged_userns=0), or run the grader as root"),
+    (("Permission denied", "PermissionError"),
+     "the sandbox runs learner code as an unprivileged user, which cannot read the course's "
+     f"Python: make it readable for every user (chmod -R a+rX {sys.prefix})"),
+    (("No module named", "ImportError"),
+     "the course's packages are not installed in this Python: run `make install`"),
+    (("No such file or directory",),
+     f"the course's Python ({sys.executable}) is missing inside the sandbox, which binds "
+     "the folders of this Python and its environment: recreate the environment (`rm -rf "
+     ".venv && make install`) from a Python installed in an ordinary folder"),
+)
+
+
+def sandbox_problem(limits: Limits) -> str | None:
+    """Why a sandbox cannot start and run the course's Python with what grading imports
+    (:data:`PROBE_IMPORTS`), as a learner's would under ``limits``; None when it can.
+
+    The run has the learner's whole setting: the namespaces and file system, the cgroup, the
+    resource limits and the unprivileged user; it runs no learner code.
+    """
+    try:
+        with Learner(limits) as learner:
+            job = new_job(learner, None, secret=None, time_limit_s=PROBE_TIMEOUT_S)
+            try:
+                job.spec["imports"] = list(PROBE_IMPORTS)
+                job.write_spec()
+                log = job.path / "sandbox.log"
+                status = run_command(job.command("probe", learner), PROBE_TIMEOUT_S, log,
+                                     job.env)
+                said, memory = log_tail(log), learner.memory_exceeded()
+            finally:
+                job.close()
+    except OSError as exc:  # no room or no permission for the run's own folder
+        return f"a sandbox could not be prepared ({exc})"
+    run = f"a sandboxed run of the course's Python ({sys.executable})"
+    if status == 0:
+        return None
+    if status is None:
+        return f"{run} did not finish within {PROBE_TIMEOUT_S:g} s"
+    if memory:
+        said = f"its processes went over the memory limit of {limits.memory_mb} MiB"
+    ended = f"was killed by signal {-status}" if status < 0 else f"ended with exit status {status}"
+    return f"{run} {ended}: {said or 'nothing said why'}"
+
+
+def grader_fault(problem: str) -> str:
+    """A message for a human: the sandbox's ``problem``, its likely fix, and what it cost."""
+    fix = next((fix for needles, fix in _FIXES if any(n in problem for n in needles)),
+               "the sandbox lines that autograde prints say what this machine allows")
+    return (f"the grader cannot grade: {problem}. This is a fault of the grading machine, "
+            f"not of any learner. Fix: {fix}; then grade again")
+
+
+def check_sandbox(limits: Limits) -> None:
+    """Make sure a sandbox can start and run the course's Python (:func:`sandbox_problem`).
+
+    Raises:
+        GraderFaultError: it cannot; the message names the cause and the fix.
+    """
+    problem = sandbox_problem(limits)
+    if problem is not None:
+        raise GraderFaultError(grader_fault(problem))
+
+
 # ----------------------------------------------------------------------------- cgroups
 
 
@@ -425,9 +512,11 @@ def runner_env() -> dict[str, str]:
 
 
 def _python_paths() -> list[str]:
-    """The folders of this Python and its virtual environment (bound read-only)."""
-    paths = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)}
-    paths.add(os.path.realpath(Path(sys.executable).parent.parent))
+    """The folders of this Python and its virtual environment (bound read-only), wherever
+    they are (``/tmp`` included): each where it really is, and also where this Python names
+    it (through a link), since the sandbox starts ``sys.executable`` by that name."""
+    named = [sys.base_prefix, sys.prefix, str(Path(sys.executable).parent.parent)]
+    paths = {os.path.abspath(p) for p in named} | {os.path.realpath(p) for p in named}
     # Drop folders inside others: binding the outer one brings them.
     return sorted(p for p in paths if not any(p != q and p.startswith(q + os.sep)
                                               for q in paths))
@@ -462,14 +551,34 @@ def _bwrap_base(bwrap: str, root: bool, job: Path) -> list[str]:
         args += ["--ro-bind", str(job / f"etc-{name}"), f"/etc/{name}"]
     bound = _python_paths()
     # bubblewrap makes missing parent folders private to root; the run's user must pass them.
-    for parent in _parents([*bound, *PRIVATE_TMP, WORK, SANDBOX, COURSE, SUBMISSION, RESULT]):
-        args += ["--perms", "0755", "--dir", parent]
+    parents = _parents([*bound, *PRIVATE_TMP, WORK, SANDBOX, COURSE, SUBMISSION, RESULT])
+    for parent in parents:
+        if not _in_private_tmp(parent):
+            args += ["--perms", "0755", "--dir", parent]
+    for path in PRIVATE_TMP:
+        args += ["--size", str(TMP_MB * 1024 * 1024), "--perms", "1777", "--tmpfs", path]
+    # The Python goes on top of the private folders, for one that lives in /tmp: the learner
+    # sees it there and nothing else of the machine's /tmp.
+    return args + _python_binds(bound, parents)
+
+
+def _in_private_tmp(path: str) -> bool:
+    return any(path == tmp or path.startswith(tmp + "/") for tmp in PRIVATE_TMP)
+
+
+def _python_binds(bound: list[str], parents: list[str]) -> list[str]:
+    """bubblewrap arguments that bind the folders ``bound`` (:func:`_python_paths`)
+    read-only, after the private temporary folders are mounted: the ``parents`` inside
+    those folders first, then the folders, then an empty folder over each installed copy of
+    the course's packages in them."""
+    args = []
+    for parent in parents:
+        if _in_private_tmp(parent) and parent not in PRIVATE_TMP:
+            args += ["--perms", "0755", "--dir", parent]
     for path in bound:
         args += ["--ro-bind", path, path]
     for path in _covered_packages(bound):
         args += ["--tmpfs", path]
-    for path in PRIVATE_TMP:
-        args += ["--size", str(TMP_MB * 1024 * 1024), "--perms", "1777", "--tmpfs", path]
     return args
 
 

@@ -11,6 +11,9 @@ Modes:
     resource limits. The result goes to the result folder, which the kernel cannot write to.
 ``confine SPEC -- ARGV...``
     drop privileges, set the resource limits and the environment, then exec ``ARGV``.
+``probe SPEC``
+    prepare the work folder, confine, then import the spec's ``imports``: the grader's check
+    that a sandbox can start and run the course's Python, before it grades anyone.
 ``learner SPEC``
     load the building blocks the exercise allows (and nothing else of the course), copy the
     learner's files, drop privileges, run the solution cells, then answer the grader's
@@ -406,6 +409,16 @@ def _run_learner(spec_path: str) -> None:
     serve.Server(namespace, finder.attempts, builders).serve(inp, out)
 
 
+def _probe(spec_path: str) -> None:
+    """What the grader checks before grading anyone: the work folder, then, as the run's
+    unprivileged user under its limits, the imports of every sandboxed run."""
+    spec = _load_spec(spec_path)
+    prepare_workdir(spec)
+    confine(spec)
+    for name in spec["imports"]:
+        importlib.import_module(name)
+
+
 def main(argv: list[str]) -> int:
     mode, spec_path = argv[0], argv[1]
     if mode == "notebook":
@@ -414,8 +427,10 @@ def main(argv: list[str]) -> int:
         _exec_confined(spec_path, argv[3:])
     elif mode == "learner":
         _run_learner(spec_path)
+    elif mode == "probe":
+        _probe(spec_path)
     else:
-        raise ValueError(f"unknown mode {mode!r}; expected notebook, confine or learner")
+        raise ValueError(f"unknown mode {mode!r}; expected notebook, confine, learner or probe")
     return 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pwd
 import re
 import stat
 import struct
@@ -19,7 +20,13 @@ import pytest
 from autograder.cli import main
 from autograder.course import COURSE_ID
 from autograder.flags import read_flags
-from autograder.pipeline.collect import check_name, collect
+from autograder.pipeline.collect import (
+    LinkName,
+    check_name,
+    collect,
+    hard_link_verdict,
+    student_id,
+)
 
 CH = "ch02_attention"
 
@@ -172,10 +179,13 @@ def test_lms_zip(tmp_path, course):
     assert submitted(course, "alice") == notebook_bytes("alice-new")
     assert [f.code for f in read_flags(course, "alice", CH)] == ["duplicate_submission"]
     reasons = [reason for _, reason in report.refused]
-    assert len(reasons) == 3, reasons
+    assert len(reasons) == 4, reasons
     assert any("not valid UTF-8" in r for r in reasons)
-    assert any("<student>_<chapter>.ipynb" in r for r in reasons)
+    assert "<student>_<chapter>.ipynb" in refused_for(report, "carol_ch99_nothing.ipynb")
+    assert "<student>_<chapter>.ipynb" in refused_for(report, "lms.zip:readme.txt")
     assert any("contains ' ' (U+0020 SPACE)" in r for r in reasons)
+    # The older of alice's two copies is accounted for too.
+    assert [o for o, _ in report.ignored] == [f"lms.zip:alice_{CH}.ipynb"]
 
 
 def test_nbgrader_exchange(tmp_path, course):
@@ -341,8 +351,18 @@ def corrupt_crc(raw):
     raw[central + 16] ^= 0xFF
 
 
+def corrupt_stream(raw):
+    """Make the first member's deflate stream invalid: its first block claims the reserved
+    block type 3 (RFC 1951, 3.2.3), which zlib rejects at once."""
+    local, _ = header_offsets(raw, 0)
+    name_length, extra_length = struct.unpack_from("<HH", raw, local + 26)
+    raw[local + 30 + name_length + extra_length] |= 0b111
+
+
 @pytest.mark.parametrize(("edit", "expected"), [
     (corrupt_crc, "corrupt inside the zip (Bad CRC-32"),
+    (corrupt_stream, "corrupt inside the zip (Error -3 while decompressing data: invalid block "
+                     "type); download the export again"),
     (lambda raw: set_field(raw, 0, 6, 8, "<H", 0x1), "encrypted (password-protected)"),
     (lambda raw: set_field(raw, 0, 8, 10, "<H", 9), "compressed with Deflate64"),
     (lambda raw: set_field(raw, 0, 22, 24, "<I", 10), "corrupt inside the zip"),  # says less
@@ -399,7 +419,7 @@ def test_exchange_refuses_links_pipes_and_odd_folders_and_keeps_the_rest(tmp_pat
     (inbound / f"folderlink+{CH}+{stamp}").symlink_to(tmp_path / "solutions" / CH)
     write(inbound / f"notime+{CH}+yesterday" / f"{CH}.ipynb", notebook_bytes("x"))
     write(inbound / "no-plus-signs" / f"{CH}.ipynb", notebook_bytes("x"))
-    # Another chapter than the one collected is left alone, without a word.
+    # Another chapter than the one collected is left alone, and the report says so.
     write(inbound / f"honest+ch03_attention_head+{stamp}" / "ch03_attention_head.ipynb",
           notebook_bytes("x"))
     before = tree_hashes(tmp_path)
@@ -417,6 +437,8 @@ def test_exchange_refuses_links_pipes_and_odd_folders_and_keeps_the_rest(tmp_pat
         report, f"notime+{CH}+yesterday")
     assert "not an nbgrader submission folder" in refused_for(report, "no-plus-signs")
     assert len(report.refused) == 6, report.refused
+    assert dict(report.ignored)[str(inbound / f"honest+ch03_attention_head+{stamp}")] == (
+        "a submission of ch03_attention_head, which this run does not collect (--chapter)")
     after = tree_hashes(tmp_path)
     assert {k: v for k, v in after.items() if not k.startswith("course")} == before
     with pytest.raises(FileNotFoundError, match="Exchange.root"):
@@ -438,3 +460,282 @@ def test_collecting_again_reports_unchanged_and_keeps_newer_work(tmp_path, cours
     report = collect([tmp_path / "old"], root=tmp_path, course_dir=course)
     assert report.taken[0].status == "kept" and submitted(course, "alice") == notebook_bytes("new")
     assert [f.code for f in read_flags(course, "alice", CH)] == ["older_than_collected"]
+
+
+# ------------------------------------------------------------------ nothing lost without a word
+
+
+def clear_utf8_flags(raw: bytearray) -> None:
+    """Clear the UTF-8 flag (bit 11) of every member, in both headers, as tools that write
+    UTF-8 names without saying so do."""
+    for signature, flags_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        at = -1
+        while (at := raw.find(signature, at + 1)) >= 0:
+            raw[at + flags_at + 1] &= ~0x08 & 0xFF
+
+
+@pytest.mark.parametrize("edit", [None, clear_utf8_flags])
+def test_a_decomposed_member_name_is_the_learner_it_spells(tmp_path, course, edit):
+    archive = tmp_path / "lms.zip"
+    # As macOS writes accented names: "e" followed by U+0308 COMBINING DIAERESIS.
+    zip_with([(f"chloe\u0308_{CH}.ipynb", notebook_bytes("chloe")),
+              (f"good_{CH}.ipynb", notebook_bytes("good"))], archive, edit)
+
+    report = collect([archive], root=tmp_path, course_dir=course)
+
+    assert sorted(report.collected) == [("chloë", CH), ("good", CH)]
+    assert submitted(course, "chloë") == notebook_bytes("chloe")
+    assert report.taken[0].origin == f"lms.zip:chloë_{CH}.ipynb"  # in NFC, as it is matched
+    assert not report.refused and not report.ignored
+
+
+def test_a_member_name_marked_utf8_that_is_not_refuses_that_member_only(tmp_path, course):
+    archive = tmp_path / "lms.zip"
+
+    def latin1(raw: bytearray) -> None:  # "é" in UTF-8 (2 bytes) -> two Latin-1 bytes
+        raw[:] = raw.replace("é".encode(), b"\xe9\xe9")
+
+    zip_with([(f"é_{CH}.ipynb", notebook_bytes("x")), (f"good_{CH}.ipynb",
+                                                       notebook_bytes("good"))], archive, latin1)
+    with pytest.raises(UnicodeDecodeError):  # Python alone gives up on the whole zip
+        zipfile.ZipFile(archive)
+
+    report = collect([archive], root=tmp_path, course_dir=course)
+
+    assert report.collected == [("good", CH)]
+    assert "not valid UTF-8" in refused_for(report, "lms.zip:member 0")
+    assert len(report.refused) == 1
+
+
+def test_a_truncated_zip_is_refused_and_the_other_sources_collected(tmp_path, course, capsys):
+    archive = tmp_path / "lms.zip"
+    zip_with([(f"zipped_{CH}.ipynb", notebook_bytes("zipped"))], archive)
+    archive.write_bytes(archive.read_bytes()[:-30])  # an interrupted download
+    write(tmp_path / "inbox" / "alice" / f"{CH}.ipynb", notebook_bytes("alice"))
+
+    assert main(["collect", str(archive), str(tmp_path / "inbox"), "--root", str(tmp_path),
+                 "--course-dir", str(course)]) == 0
+
+    out = capsys.readouterr().out
+    assert re.search(r"^REFUSED \S*lms\.zip: not a readable zip file .*cut short .*download the "
+                     r"export again; nothing of it was collected$", out, re.M), out
+    assert submitted(course, "alice") == notebook_bytes("alice")
+
+
+def test_an_entry_that_cannot_be_read_is_refused_and_the_rest_collected(tmp_path, course,
+                                                                        monkeypatch):
+    from autograder.pipeline import collect as module
+
+    source = tmp_path / "inbox"
+    write(source / "locked" / CH / f"{CH}.ipynb", notebook_bytes("locked"))
+    write(source / "open" / CH / f"{CH}.ipynb", notebook_bytes("open"))
+    locked = (source / "locked" / CH).stat()
+    listed = module._entries
+
+    def entries(folder: int) -> list:
+        # What the system answers for a folder the collector may not list (as root, chmod
+        # cannot show it: root lists everything).
+        info = os.fstat(folder)
+        if (info.st_dev, info.st_ino) == (locked.st_dev, locked.st_ino):
+            raise PermissionError(13, "Permission denied")
+        return listed(folder)
+
+    monkeypatch.setattr(module, "_entries", entries)
+    report = collect([source], root=tmp_path, course_dir=course)
+
+    assert report.collected == [("open", CH)]
+    assert "cannot be read (Permission denied); give the collector read access" in refused_for(
+        report, f"locked/{CH}")
+
+
+def outcomes(report) -> set[str]:
+    """Every origin the report accounts for: collected, refused or ignored."""
+    return ({t.origin for t in report.taken} | {o for o, _ in report.refused}
+            | {o for o, _ in report.ignored})
+
+
+def unaccounted(folder: Path, accounted: set[str]) -> list[str]:
+    """Entries below ``folder`` (files, links, special files and empty folders) for which
+    neither they nor a folder above them are accounted for."""
+    def covered(path: str) -> bool:
+        return any(p in accounted for p in [path, *map(str, Path(path).parents)])
+
+    missing = []
+    for top, dirs, files in os.walk(folder):
+        leaves = files + [d for d in dirs if os.path.islink(os.path.join(top, d))]
+        if not dirs and not files:
+            leaves = [""]
+        missing += [p for p in (os.path.join(top, n).rstrip("/") for n in leaves)
+                    if not covered(p)]
+    return missing
+
+
+def inbox_of_every_kind(inbox: Path) -> None:
+    """A folder inbox with one entry of each kind."""
+    for path in [f"alice/{CH}/{CH}.ipynb", f"bob/{CH}.ipynb", f"chloe\u0308/{CH}.ipynb",
+                 f"dana/{CH}/{CH}.ipynb", "erin/ch03_attention_head.ipynb",
+                 f"fred/{CH}/.ipynb_checkpoints/{CH}-checkpoint.ipynb", f"gina/{CH}.ipynb",
+                 "has space/x.ipynb", f"top_{CH}.ipynb", f"hank/{CH}/notes/{CH}.ipynb",
+                 f"ivy/{CH}/Untitled.ipynb"]:
+        write(inbox / path, notebook_bytes(path))
+    write(inbox / "dana" / f"{CH}.ipynb", notebook_bytes("older"), mtime=1_000_000_000)
+    for path in [f"alice/{CH}/timestamp.txt", f"alice/{CH}/submission_secret.txt",
+                 f"alice/{CH}/weights.npz", f"alice/{CH}/notes.txt", "bob/.DS_Store",
+                 "bob/._ch02_attention.ipynb", "README.txt", "__MACOSX/._bob"]:
+        write(inbox / path, b"not a notebook")
+    (inbox / "empty").mkdir()
+    (inbox / "only_litter" / ".ipynb_checkpoints").mkdir(parents=True)
+    (inbox / "jack" / CH).mkdir(parents=True)
+    (inbox / "link").symlink_to(inbox / "alice")
+    os.mkfifo(inbox / "gina" / "pipe.ipynb")
+    (inbox / "kim" / CH).mkdir(parents=True)
+    os.link(inbox / "alice" / CH / f"{CH}.ipynb", inbox / "kim" / CH / f"{CH}.ipynb")
+
+
+def zip_of_every_kind(archive: Path) -> None:
+    """An LMS zip with one member of each kind (``broken_...`` has a corrupt stream)."""
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in [f"zed_{CH}.ipynb", f"later/zed_{CH}.ipynb", f"zoe_{CH}.ipynb",
+                     "zed_ch03_attention_head.ipynb", "readme.txt", f"__MACOSX/._zed_{CH}.ipynb",
+                     ".DS_Store", f"bad name_{CH}.ipynb", f"broken_{CH}.ipynb"]:
+            info = zipfile.ZipInfo(name, (2024, 1, 2 if "later" in name else 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, notebook_bytes(name) * 20)
+        zf.writestr("later/", b"")
+    raw = bytearray(archive.read_bytes())
+    name = f"broken_{CH}.ipynb".encode()
+    raw[raw.index(name) + len(name)] |= 0b111  # its deflate stream (see corrupt_stream)
+    archive.write_bytes(bytes(raw))
+
+
+STAMP = "2024-05-01 08:00:00.000000 UTC"
+
+
+def exchange_of_every_kind(inbound: Path) -> None:
+    for folder in [f"xena+{CH}+{STAMP}", f"yuri+ch03_attention_head+{STAMP}"]:
+        write(inbound / folder / f"{CH}.ipynb", notebook_bytes(folder))
+        write(inbound / folder / "timestamp.txt", b"2030-01-01 00:00:00.000000 UTC")
+    write(inbound / "stray.txt", b"x")
+    write(inbound / f"yuri+{CH}+{STAMP}" / "submission_secret.txt", b"0" * 128)
+
+
+def test_every_entry_of_every_source_is_collected_refused_or_ignored(tmp_path, course, capsys):
+    """One entry of each kind, in each kind of source: each ends in the report."""
+    write(tmp_path / "notebooks" / CH / "weights.npz", b"a data file of the release")
+    inbox, archive, exchange = tmp_path / "inbox", tmp_path / "lms.zip", tmp_path / "exchange"
+    inbound = exchange / COURSE_ID / "inbound"
+    inbox_of_every_kind(inbox)
+    zip_of_every_kind(archive)
+    exchange_of_every_kind(inbound)
+
+    assert main(["collect", str(inbox), str(archive), "--exchange", str(exchange), "--chapter",
+                 CH, "--root", str(tmp_path), "--course-dir", str(course)]) == 0
+    out = capsys.readouterr().out
+    report = collect([inbox, archive], exchange=exchange, chapters=[CH], root=tmp_path,
+                     course_dir=course)
+
+    accounted = outcomes(report)
+    assert unaccounted(inbox, accounted) == []
+    assert unaccounted(inbound, accounted) == []
+    with zipfile.ZipFile(archive) as zf:
+        assert {f"lms.zip:{i.filename}" for i in zf.infolist()} <= accounted
+    for origin, reason in report.refused:
+        assert f"REFUSED {origin}: {reason}" in out.splitlines()
+    ignored = dict(report.ignored)
+    assert "editor or the operating system" in ignored[str(inbox / "bob" / ".DS_Store")]
+    assert "never believed" in ignored[str(inbox / "alice" / CH / "timestamp.txt")]
+    assert "release's own copy" in ignored[str(inbox / "alice" / CH / "weights.npz")]
+    assert "an older copy" in ignored[str(inbox / "dana" / f"{CH}.ipynb")]
+    assert "does not collect" in ignored[str(inbox / "erin" / "ch03_attention_head.ipynb")]
+    assert "not a notebook" in refused_for(report, f"alice/{CH}/notes.txt")
+    assert "an empty learner folder" in refused_for(report, "inbox/empty")
+    assert "an empty learner folder" in refused_for(report, "inbox/only_litter")
+    for folder in (f"inbox/jack/{CH}", f"inbox/fred/{CH}", f"yuri+{CH}+{STAMP}"):
+        assert "holds no notebook" in refused_for(report, folder)
+    assert "invalid block type" in refused_for(report, f"broken_{CH}.ipynb")
+    assert sorted(report.collected) == [("alice", CH), ("bob", CH), ("chloë", CH), ("dana", CH),
+                                        ("gina", CH), ("kim", CH), ("xena", CH), ("zed", CH),
+                                        ("zoe", CH)]
+
+
+# ------------------------------------------------------------------ hard links
+
+# Accounts that no system has (pwd knows no name for them), and the instructor's (root).
+ALICE_UID, MALLORY_UID, ROOT_UID = 424_201, 424_202, 0
+
+
+def name(student: str | None, folder_uid: int) -> LinkName:
+    return LinkName(f"inbox/{student or 'top'}/{CH}.ipynb", student, folder_uid, ROOT_UID)
+
+
+def test_a_hard_link_belongs_to_the_learner_whose_folder_its_owner_owns():
+    alice, mallory = name("alice", ALICE_UID), name("mallory", MALLORY_UID)
+    for nlink in (2, 3):  # with or without a third name outside the inbox
+        assert hard_link_verdict(alice, [alice, mallory], nlink, ALICE_UID) == (None, None)
+        reason, flag = hard_link_verdict(mallory, [alice, mallory], nlink, ALICE_UID)
+        assert flag is None and alice.origin in reason and "hand in your own copy" in reason
+        assert "user id 424201" in reason
+
+
+def test_a_hard_link_to_a_file_nobody_in_the_inbox_owns_is_refused():
+    mallory = name("mallory", MALLORY_UID)
+    # The solutions (owned by the instructor) linked into a learner's folder.
+    reason, _ = hard_link_verdict(mallory, [mallory], 2, ROOT_UID)
+    assert "1 name(s) outside the collected sources" in reason and "solutions" in reason
+    # The same when one account owns everything and a name lies outside the inbox.
+    alice, bob = name("alice", ROOT_UID), name("bob", ROOT_UID)
+    reason, _ = hard_link_verdict(alice, [alice, bob], 3, ROOT_UID)
+    assert f"(and with {bob.origin})" in reason
+
+
+def test_a_hard_link_between_learners_of_one_account_is_collected_for_each_and_flagged():
+    alice, bob = name("alice", ROOT_UID), name("bob", ROOT_UID)
+    reason, flag = hard_link_verdict(alice, [alice, bob], 2, ROOT_UID)
+    assert reason is None and flag.code == "shared_file" and bob.origin in flag.reason
+    # Two names in one learner's own folders are that learner's own file.
+    again = LinkName(f"inbox/alice/{CH}/{CH}.ipynb", "alice", ROOT_UID, ROOT_UID)
+    assert hard_link_verdict(alice, [alice, again], 2, ROOT_UID) == (None, None)
+
+
+def test_a_hard_link_belongs_to_the_learner_its_owner_is_named_after():
+    me = pwd.getpwuid(os.getuid()).pw_name
+    owner, other = name(student_id(me), ROOT_UID), name("mallory", ROOT_UID)
+    assert hard_link_verdict(owner, [owner, other], 2, os.getuid()) == (None, None)
+    assert owner.origin in hard_link_verdict(other, [owner, other], 2, os.getuid())[0]
+
+
+def test_learners_sharing_one_file_in_an_inbox_of_one_account_are_flagged(tmp_path, course):
+    source = tmp_path / "inbox"
+    write(source / "alice" / CH / f"{CH}.ipynb", notebook_bytes("alice"))
+    (source / "bob").mkdir()
+    os.link(source / "alice" / CH / f"{CH}.ipynb", source / "bob" / f"{CH}.ipynb")
+
+    report = collect([source], root=tmp_path, course_dir=course)
+
+    assert sorted(report.collected) == [("alice", CH), ("bob", CH)] and not report.refused
+    for student, other in (("alice", "bob"), ("bob", "alice")):
+        flags = read_flags(course, student, CH)
+        assert [f.code for f in flags] == ["shared_file"]
+        assert f"inbox/{other}/" in flags[0].reason
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving files to other accounts needs root")
+def test_a_peer_who_hard_links_a_learners_file_cannot_take_it(tmp_path, course):
+    """The inbox of a class server: each learner's folder and files are their own."""
+    source = tmp_path / "inbox"
+    honest = source / "alice" / CH / f"{CH}.ipynb"
+    write(honest, notebook_bytes("alice"))
+    (source / "mallory").mkdir()
+    os.link(honest, source / "mallory" / f"{CH}.ipynb")
+    os.link(honest, tmp_path / "elsewhere.ipynb")  # a third name, outside the inbox
+    for path in (source / "alice", source / "alice" / CH, honest):
+        os.chown(path, ALICE_UID, ALICE_UID)
+    os.chown(source / "mallory", MALLORY_UID, MALLORY_UID)
+
+    report = collect([source], root=tmp_path, course_dir=course)
+
+    assert report.collected == [("alice", CH)]
+    assert submitted(course, "alice") == notebook_bytes("alice")
+    assert read_flags(course, "alice", CH) == []
+    reason = refused_for(report, f"mallory/{CH}.ipynb")
+    assert str(honest) in reason and "hand in your own copy" in reason

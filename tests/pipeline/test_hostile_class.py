@@ -187,6 +187,27 @@ def build_folder(inbox: Path, honest: bytes, learners: dict[str, bytes], secret:
     (inbox / "linked_chapter" / CH).symlink_to(elsewhere / CH)
     # A learner-written time is ignored: the file's own time counts.
     (inbox / "honest_folder" / CH / "timestamp.txt").write_text("2000-01-01 00:00:00 UTC")
+    hard_link_from_a_peer(inbox, honest)
+
+
+# Accounts of two learners on a class server, which no system names (root gives them files).
+OWNER_UID, PEER_UID = 424_201, 424_202
+SEPARATE_ACCOUNTS = os.geteuid() == 0
+
+
+def hard_link_from_a_peer(inbox: Path, honest: bytes) -> None:
+    """``link_owner``'s notebook, and a hard link to it in ``link_peer``'s folder. As root, each
+    learner owns their folder, as on a class server, and the owner's file is theirs; otherwise
+    one account owns everything, as in an inbox that the instructor filled."""
+    notebook = inbox / "link_owner" / CH / f"{CH}.ipynb"
+    write(notebook, honest)
+    (inbox / "link_peer" / CH).mkdir(parents=True)
+    os.link(notebook, inbox / "link_peer" / CH / f"{CH}.ipynb")
+    if SEPARATE_ACCOUNTS:
+        for path in (notebook, notebook.parent, notebook.parent.parent):
+            os.chown(path, OWNER_UID, OWNER_UID)
+        for path in (inbox / "link_peer" / CH, inbox / "link_peer"):
+            os.chown(path, PEER_UID, PEER_UID)
 
 
 def header_offsets(raw: bytearray, name: bytes) -> tuple[int, int]:
@@ -201,7 +222,8 @@ def build_zip(archive: Path, honest: bytes) -> None:
     """An LMS zip: two honest members and one of each kind of damaged or crafted member.
     Header fields are edited in both headers of a member (zip APPNOTE 4.3.7, 4.3.12)."""
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name in ("Zipped", "crc", "encrypted", "deflate64", "liar"):
+        # "Noe\u0308l": a decomposed name, as macOS writes it, for the learner noël.
+        for name in ("Zipped", "crc", "encrypted", "deflate64", "liar", "stream", "Noe\u0308l"):
             zf.writestr(f"{name}_{CH}.ipynb", honest)
         zf.writestr(f"bomb_{CH}.ipynb", b" " * (60 * 2**20))  # 60 MB, a few kB packed
         link = zipfile.ZipInfo(f"link_{CH}.ipynb")
@@ -218,6 +240,9 @@ def build_zip(archive: Path, honest: bytes) -> None:
     edit("encrypted", 6, 8, lambda at: raw.__setitem__(at, raw[at] | 0x1))
     edit("deflate64", 8, 10, lambda at: struct.pack_into("<H", raw, at, 9))
     edit("liar", 22, 24, lambda at: struct.pack_into("<I", raw, at, 99))
+    # A deflate stream whose first block has the reserved type 3 (RFC 1951, 3.2.3).
+    stream = f"stream_{CH}.ipynb".encode()
+    raw[header_offsets(raw, stream)[0] + 30 + len(stream)] |= 0b111
     archive.write_bytes(bytes(raw))
 
 
@@ -346,8 +371,8 @@ def auto_score(hostile, student: str) -> float:
 
 
 # Honest work, whatever else the notebook holds (extra cells, old formats, odd names).
-HONEST = ("honest_folder", "chloë", "zipped", "exchanged", "xss", "old_format",
-          "repeated_ids", "inflated", "big_expression", "folder_bomb", "commented")
+HONEST = ("honest_folder", "chloë", "zipped", "noël", "link_owner", "exchanged", "xss",
+          "old_format", "repeated_ids", "inflated", "big_expression", "folder_bomb", "commented")
 
 # origin (its end) -> what the refusal must say.
 REFUSED = {
@@ -365,11 +390,16 @@ REFUSED = {
     f"lms.zip:liar_{CH}.ipynb": "corrupt inside the zip",
     f"lms.zip:bomb_{CH}.ipynb": "60.0 MB uncompressed, larger than the limit of 50 MB",
     f"lms.zip:link_{CH}.ipynb": "a symbolic link inside the zip",
+    f"lms.zip:stream_{CH}.ipynb": "corrupt inside the zip (Error -3 while decompressing data",
     f"+r4/{CH}.ipynb": "is a symbolic link to",  # ex_linker, to the solutions
     f"+r3/{CH}.ipynb": "a named pipe (FIFO)",  # ex_piper
     f"inbox/Casey/{CH}.ipynb": "'Casey' and 'casey' are the same student id 'casey'",
     f"inbox/casey/{CH}/{CH}.ipynb": "'Casey' and 'casey' are the same student id 'casey'",
 }
+if SEPARATE_ACCOUNTS:  # the peer's name for the owner's file; else both keep it, flagged
+    REFUSED[f"inbox/link_peer/{CH}/{CH}.ipynb"] = (
+        f"the same file (a hard link) as {'{inbox}'}/link_owner/{CH}/{CH}.ipynb, which belongs "
+        "there: its owner, user id 424201, owns that learner's folder")
 
 
 def refusals(run: dict) -> dict[str, str]:
@@ -380,20 +410,27 @@ def refusals(run: dict) -> dict[str, str]:
 def test_collect_refuses_each_bad_entry_with_its_reason_and_takes_the_rest(hostile):
     refused = refusals(first(hostile))
     for tail, reason in REFUSED.items():
+        reason = reason.replace("{inbox}", str(hostile["inbox"]))
         matches = [r for origin, r in refused.items() if origin.endswith(tail)]
         assert len(matches) == 1 and reason in matches[0], (tail, matches)
     assert len(refused) == len(REFUSED), sorted(refused)
     taken = re.findall(rf"^  (\S+) +{CH} +\S+ \S+ UTC +new +(.*)$", first(hostile)["collect"],
                        re.M)
     assert sorted(s for s, _ in taken) == sorted(csv_rows(first(hostile)))
-    assert {"chloë", "zipped", "exchanged"} <= {s for s, _ in taken}
+    assert {"chloë", "zipped", "noël", "exchanged", "link_owner"} <= {s for s, _ in taken}
+    assert ("link_peer" in {s for s, _ in taken}) is not SEPARATE_ACCOUNTS
 
 
 def test_every_honest_learner_keeps_full_marks(hostile):
     for student in HONEST:
         assert auto_score(hostile, student) == AUTO_POINTS, (student, codes(hostile, student))
     assert codes(hostile, "honest_folder") == codes(hostile, "zipped") == set()
-    assert codes(hostile, "chloë") == set()
+    assert codes(hostile, "chloë") == codes(hostile, "noël") == set()
+    if SEPARATE_ACCOUNTS:
+        assert codes(hostile, "link_owner") == set()
+    else:  # nothing says whose the file is: both keep it, and a human is asked
+        for student in ("link_owner", "link_peer"):
+            assert codes(hostile, student) == {"shared_file"}
     # "I checked my solutions against the worked examples" is a comment, not an import.
     assert codes(hostile, "commented") == set()
 

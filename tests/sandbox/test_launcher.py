@@ -3,11 +3,15 @@ what it needs, and bounds each learner as a whole."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -16,14 +20,19 @@ from ci_env import in_ci
 from nbformat.v4 import new_code_cell, new_notebook
 
 from autograder.course import ROOT
+from autograder.sandbox import launcher
 from autograder.sandbox.launcher import (
     SYSTEM_DIRS,
+    GraderFaultError,
     Learner,
     Limits,
     _python_paths,
     capabilities,
+    check_sandbox,
     execute_notebook,
+    grader_fault,
     remove_tree,
+    sandbox_problem,
     sandbox_report,
 )
 
@@ -237,11 +246,118 @@ def test_private_folders_are_empty_and_leave_nothing_behind(misbehaved):
     result, _, planted = misbehaved
     text = _text(result, 4)
     for folder in ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/run/user"):
-        assert f"{folder} []" in text, text
+        # Nothing but the course's Python, where it lives there (a checkout in /tmp), and
+        # what the cell leaves out (the kernel's own files).
+        python = {Path(p).relative_to(folder).parts[0] for p in _python_paths()
+                  if p.startswith(folder + "/")}
+        shown = sorted(n for n in python if not n.startswith((".", "tmp", "kernel-")))
+        assert f"{folder} {shown}" in text, text
         assert not list(Path(folder).glob(f"left-by-learner-{planted['token']}")) \
             if Path(folder).is_dir() else True
     assert f"refused {ROOT}/notebooks/planted.txt" in text and "refused /usr/planted.txt" in text
     assert not (ROOT / "notebooks" / "planted.txt").exists()
+
+
+# Run by a Python whose folder lies in /tmp (argv: the learner's files): what the sandbox says
+# of itself, and a notebook that shows where its kernel's Python is and what /tmp holds.
+TMP_PYTHON = """
+import json, sys
+from nbformat.v4 import new_code_cell, new_notebook
+from autograder.sandbox.launcher import Learner, Limits, execute_notebook, sandbox_problem
+
+cell = ("import os, sys\\nprint(sys.executable)\\n"  # /tmp, less the kernel's own files
+        "print(sorted(n for n in os.listdir('/tmp') if not n.startswith(('.', 'tmp', 'k'))))")
+with Learner(Limits(notebook_timeout_s=300)) as learner:
+    result = execute_notebook(new_notebook(cells=[new_code_cell(cell)]), sys.argv[1], learner,
+                              secret=None)
+print(json.dumps({"problem": sandbox_problem(Limits()), "ok": result.ok,
+                  "reason": result.reason,
+                  "out": "".join(o.get("text", "") for o in result.notebook.cells[0].outputs)}))
+"""
+
+
+@pytest.fixture
+def tmp_python() -> Iterator[tuple[Path, Path]]:
+    """A folder in /tmp, and in it this Python's environment reached through a link (as
+    after `git clone ... /tmp/x && make install`, but without installing again): the folder
+    and the Python, named as the grader started from there names it."""
+    home = Path(tempfile.mkdtemp(prefix="course-", dir="/tmp"))
+    try:
+        (home / "venv").symlink_to(os.path.realpath(sys.prefix), target_is_directory=True)
+        (home / "planted.txt").write_text("not for learners")
+        yield home, home / "venv" / "bin" / Path(sys.executable).name
+    finally:
+        shutil.rmtree(home)
+
+
+def in_tmp(home: Path) -> list[str]:
+    """What a sandbox's /tmp holds when ``home`` holds the grader's Python: the folders in
+    /tmp of this Python's own environment and of ``home`` (less names the cells leave out)."""
+    found = {Path(p).parts[2] for p in (str(home), os.path.realpath(sys.prefix),
+                                        os.path.realpath(sys.base_prefix))
+             if Path(p).parts[1:2] == ("tmp",)}
+    return sorted(n for n in found if not n.startswith((".", "tmp", "k")))
+
+
+def run_python(python: Path, code: str, *args: str) -> dict:
+    run = subprocess.run([str(python), "-c", code, *args], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return json.loads(run.stdout.splitlines()[-1])
+
+
+@needs_isolation
+def test_a_python_that_lives_in_tmp_runs_in_the_sandbox(tmp_python, tmp_path):
+    """A course cloned into /tmp: the sandbox's own empty /tmp would hide its Python, so the
+    Python is bound on top of it, and the learner sees nothing else of the machine's /tmp."""
+    home, python = tmp_python
+    (tmp_path / "submission").mkdir()
+    found = run_python(python, TMP_PYTHON, str(tmp_path / "submission"))
+    assert found["problem"] is None
+    assert found["ok"], found["reason"]
+    assert found["out"] == f"{python}\n{in_tmp(home)!r}\n"
+
+
+# The same Python in a learner's view of the class server (argv: the class's state folder).
+TMP_VIEW = """
+import json, subprocess, sys
+from pathlib import Path
+from autograder.hub.classroom import Classroom
+from autograder.hub.spawner import learner_view
+
+classroom = Classroom(Path(sys.argv[1]), "view-test-")
+for folder in (classroom.home("alice"), classroom.exchange):
+    folder.mkdir(parents=True)
+cell = ("import numpy, os, sys; print(sys.executable); "
+        "print(sorted(n for n in os.listdir('/tmp') if not n.startswith(('.', 'tmp', 'k'))))")
+run = subprocess.run([*learner_view(classroom, "alice", 65534, 65534), sys.executable, "-c",
+                      cell], capture_output=True, text=True, timeout=300)
+print(json.dumps({"status": run.returncode, "out": run.stdout + run.stderr}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 and not CI, reason="a learner's view starts as root")
+def test_a_python_that_lives_in_tmp_runs_in_a_learners_view(tmp_python):
+    home, python = tmp_python
+    found = run_python(python, TMP_VIEW, str(home / "state"))
+    assert found == {"status": 0, "out": f"{python}\n{in_tmp(home)!r}\n"}
+
+
+def test_a_sandbox_that_cannot_start_names_the_cause_and_the_fix(monkeypatch):
+    check_sandbox(LIMITS)  # this machine's sandbox runs the course's Python
+    monkeypatch.setattr(launcher, "_python_paths", lambda: [])
+    with pytest.raises(GraderFaultError) as caught:
+        check_sandbox(LIMITS)
+    message = str(caught.value)
+    assert f"bwrap: execvp {sys.executable}: No such file or directory" in message
+    assert "not of any learner" in message and "Fix: the course's Python" in message
+
+
+@needs_cgroup
+def test_a_memory_limit_too_small_for_python_is_the_graders_fault():
+    problem = sandbox_problem(Limits(memory_mb=1))
+    assert "went over the memory limit of 1 MiB" in problem
+    assert "Fix: Python needs more memory than --memory-mb allows" in grader_fault(problem)
 
 
 @needs_isolation
