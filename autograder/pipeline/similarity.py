@@ -412,3 +412,44 @@ def _store(course: Course, student: str, chapter: str, flags: list[Flag]) -> Non
 
     if flags or course.flags_file(student, chapter).is_file():
         write_flags(course.folder, student, chapter, "similarity", flags)
+
+
+def after_grading(chapters: Iterable[str], summaries: list, course: Course) -> list:
+    """Check each graded chapter of ``course`` for copies (the whole class of the chapter, not
+    only the learners just graded) and return ``summaries`` (:class:`~autograder.pipeline.
+    grade.Summary`) with their learners' flags read again.
+
+    A failure of the check is a warning that names the command to run again: the grades are
+    stored by then, and copy detection never changes them.
+    """
+    import dataclasses
+    import warnings
+
+    from autograder.flags import read_flags
+
+    for chapter in dict.fromkeys(chapters):
+        try:
+            check_chapter(chapter, root=course.root, course_dir=course.folder)
+        except Exception as exc:  # the grades are safe; say how to finish the check
+            warnings.warn(f"copy detection of {chapter} failed ({type(exc).__name__}: {exc}); "
+                          f"the grades are stored. Run `python -m autograder similarity "
+                          f"{chapter}` to check again", RuntimeWarning, stacklevel=2)
+    return [dataclasses.replace(s, flags=tuple(read_flags(course.folder, s.student, s.chapter)))
+            for s in summaries]
+
+
+def flag_rows(check: ChapterCheck) -> list[str]:
+    """Aligned lines ``student  cell  flag  similar to  similarity  tokens`` of the flagged
+    pairs of ``check``, most similar first."""
+    header = ("student", "cell", "flag", "similar to", "similarity", "tokens")
+    rows = []
+    for pair in check.pairs:
+        if pair.flagged(check.threshold):
+            code = COPIED_REFERENCE if pair.other.course else SIMILAR_SUBMISSIONS
+            rows.append((pair.learner.owner, pair.cell, code, pair.other.label,
+                         f"{pair.similarity:.0%}", str(pair.tokens)))
+    if not rows:
+        return []
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    return ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+            for row in [header, *rows]]
