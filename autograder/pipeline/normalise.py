@@ -275,13 +275,16 @@ def _unit(name: str, tree: ast.AST, lines: tuple[int, int]) -> Unit:
 
 
 def _definitions(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
-    """``(name, node)`` of each top-level definition and of each method of a class."""
+    """``(name, node)`` of each top-level definition and of each method of a class but its
+    constructor: an exercise's constructor is mostly dictated by the attributes that the
+    exercise names, so on its own it says nothing (it still counts in its class)."""
     for node in tree.body:
         if isinstance(node, _DEFINITIONS):
             yield node.name, node
         if isinstance(node, ast.ClassDef):
             for method in node.body:
-                if isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef):
+                if isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef) and (
+                        method.name != "__init__"):
                     yield f"{node.name}.{method.name}", method
 
 
@@ -296,9 +299,9 @@ def _without_comments(code: str) -> str:
 
 
 def normalise(code: str) -> list[Unit]:
-    """The units of ``code`` (a cell or a file), normalised: the whole first, then each
-    definition and method in the normal order; ``[]`` when nothing is left (an empty cell,
-    only comments and docstrings).
+    """The units of ``code`` (a cell or a file), normalised: the whole first (named after its
+    definition when it is just one), then each definition and method in the normal order;
+    ``[]`` when nothing is left (an empty cell, only comments and docstrings).
 
     Code that does not parse gives one unit, its text without comments and blank lines, whose
     names all read ``V``.
@@ -320,6 +323,8 @@ def normalise(code: str) -> list[Unit]:
     units = [_unit("", tree, whole)]
     for name, node in _definitions(tree):
         unit = _unit(name, node, (node.lineno, node.end_lineno or node.lineno))
-        if unit.text != units[0].text:  # a cell that is one definition is one unit
+        if unit.text == units[0].text:  # a cell that is one definition is that unit
+            units[0] = unit
+        else:
             units.append(unit)
     return units

@@ -42,7 +42,7 @@ from autograder.pipeline.fingerprints import Fingerprint, Overlap, fingerprint, 
 from autograder.pipeline.normalise import Unit, normalise
 
 # Tokens per fingerprint (copydetect's noise threshold): shorter shared runs are not matches.
-NOISE_TOKENS = 10
+NOISE_TOKENS = 8
 # Shared code shorter than this never flags: every correct answer to a short exercise looks
 # alike once names are gone.
 MIN_TOKENS = 60
@@ -312,7 +312,9 @@ def class_cells(course: Course, chapter: str
 
 
 def stub_hashes(course: Course, chapter: str) -> dict[str, set[int]]:
-    """grade id -> the hashes of the release's stub of each solution cell.
+    """grade id -> the boilerplate of each solution cell: the hashes of the release's stub of
+    that cell and of every other code cell of the release (code that every learner is given,
+    such as the notebook's demonstrations, is no sign of copying).
 
     Raises:
         FileNotFoundError: the chapter has no release notebook.
@@ -322,8 +324,13 @@ def stub_hashes(course: Course, chapter: str) -> dict[str, set[int]]:
         raise FileNotFoundError(f"no release notebook at {path}; release the chapter first "
                                 f"(python -m autograder release {chapter})")
     release = nbformat.read(str(path), as_version=4)
-    return {cell_id: hashes_of(normalise(cell_source(cell)), NOISE_TOKENS)
-            for _, cell in solution_cells(release) if (cell_id := grade_id(cell))}
+    stubs = {cell_id: cell_source(cell) for _, cell in solution_cells(release)
+             if (cell_id := grade_id(cell))}
+    shown = hashes_of([unit for cell in release.cells if cell.cell_type == "code"
+                       and cell_source(cell) not in stubs.values()
+                       for unit in normalise(cell_source(cell))], NOISE_TOKENS)
+    return {cell_id: shown | hashes_of(normalise(stub), NOISE_TOKENS)
+            for cell_id, stub in stubs.items()}
 
 
 _SET_ASIDE = "once names, comments, docstrings, layout and the order of definitions are set aside"
