@@ -23,11 +23,9 @@ code as written (its own tokeniser, its defaults of 25 characters) scores the sa
 from __future__ import annotations
 
 import argparse
-import ast
 import importlib
 import inspect
 import io
-import re
 import sys
 import tempfile
 import textwrap
@@ -37,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autograder.course import ROOT, Course  # noqa: E402
+from autograder.demo.copies import FORMS  # noqa: E402
 from autograder.demo.honest_styles import HONEST, honest_source  # noqa: E402
 from autograder.demo.mutants import all_mutants  # noqa: E402
 from autograder.demo.sample_class import HONEST_KINDS, build_class, mutant_source  # noqa: E402
@@ -52,55 +51,6 @@ def cell_of(exercise: str) -> str:
 
 
 # ----------------------------------------------------------------------------- copies
-
-
-class _Renamer(ast.NodeTransformer):
-    """Renames every local name and argument (not ``self``) as a copier would."""
-
-    def __init__(self) -> None:
-        self.names: dict[str, str] = {}
-
-    def _new(self, name: str) -> str:
-        if name == "self":
-            return name
-        return self.names.setdefault(name, f"my_{name}_{len(self.names)}")
-
-    def visit_arg(self, node: ast.arg) -> ast.arg:
-        node.arg = self._new(node.arg)
-        return node
-
-    def visit_Name(self, node: ast.Name) -> ast.Name:
-        if isinstance(node.ctx, ast.Store) or node.id in self.names:
-            node.id = self._new(node.id)
-        return node
-
-
-def reformatted(code: str) -> str:
-    """Docstrings and comments gone, laid out by ast.unparse with two-space indents."""
-    tree = ast.parse(code)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(
-                getattr(body[0], "value", None), ast.Constant):
-            node.body = body[1:] or [ast.Pass()]
-    return re.sub(r"^((?:    )+)", lambda m: "  " * (len(m.group(1)) // 4),
-                  ast.unparse(tree), flags=re.M)
-
-
-def renamed(code: str) -> str:
-    tree = ast.parse(reformatted(code))
-    _Renamer().visit(tree)
-    return ast.unparse(tree)
-
-
-def padded(code: str) -> str:
-    return ("def _my_helper(values):\n    total = 0\n    for value in values:\n"
-            "        total += value\n    return total\n\n\n" + renamed(code)
-            + "\n\nprint('done', _my_helper([1, 2, 3]))\n")
-
-
-FORMS = {"verbatim": lambda c: c, "reformatted": reformatted, "renamed": renamed,
-         "in a longer cell": padded}
 
 
 def copies() -> tuple[Cells, dict[str, tuple[str, str]]]:

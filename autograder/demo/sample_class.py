@@ -13,13 +13,14 @@ of their own from :mod:`autograder.demo.own_work`, or valid alternatives from
 :mod:`autograder.demo.mutants`), partial work,
 buggy work (bugs from :mod:`autograder.demo.mutants`, pasted as source), untouched stubs, cheaters
 (monkeypatching the grader, reading the solution notebook, importing the reference, editing or
-deleting a locked test cell) and broken files (bad JSON, a notebook without cells, an empty
+deleting a locked test cell, pasting the course's solutions) and broken files (bad JSON, a notebook without cells, an empty
 file). Everything is deterministic: the same release gives byte-identical files.
 
 ``expected.csv`` columns: ``learner, chapter, kind, expected_score, max_score,
 expected_flags, description``. ``expected_score`` counts only exercises whose code is really
 correct (a cheat scores 0); ``expected_flags`` lists flag codes that must be raised, separated
-by ``;``; codes starting with ``audit:`` come from :func:`autograder.pipeline.audit.audit_notebook`.
+by ``;``; codes starting with ``audit:`` come from :func:`autograder.pipeline.audit.audit_notebook`,
+``copied_reference`` from copy detection (:mod:`autograder.pipeline.similarity`).
 """
 
 from __future__ import annotations
@@ -368,8 +369,9 @@ def _test_cell_editor(chapter: Chapter) -> Submission:
     test = nb.cells[_cell_index(nb, _grade_id(cheated, "test"))]
     test.source = f'print("{cheated} (visible checks): all passed.")'
     return Submission("ivy", chapter.name, "cheat-edits-test-cell",
-                      f"left {cheated} a stub and replaced its locked test cell by a print",
-                      states, _notebook_bytes(nb), ("test_cell_edited",))
+                      f"left {cheated} a stub and replaced its locked test cell by a print; "
+                      "pasted the course's solutions for the rest",
+                      states, _notebook_bytes(nb), ("test_cell_edited", "copied_reference"))
 
 
 def _test_cell_deleter(chapter: Chapter) -> Submission:
@@ -378,8 +380,9 @@ def _test_cell_deleter(chapter: Chapter) -> Submission:
     nb = work(chapter, states)
     del nb.cells[_cell_index(nb, _grade_id(cheated, "test"))]
     return Submission("jack", chapter.name, "cheat-deletes-test-cell",
-                      f"left {cheated} a stub and deleted its locked test cell",
-                      states, _notebook_bytes(nb), ("test_cell_deleted",))
+                      f"left {cheated} a stub and deleted its locked test cell; pasted the "
+                      "course's solutions for the rest",
+                      states, _notebook_bytes(nb), ("test_cell_deleted", "copied_reference"))
 
 
 def _broken_json(chapter: Chapter) -> Submission:
