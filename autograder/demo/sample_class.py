@@ -10,11 +10,12 @@
 (the layout ``python -m autograder collect <out>`` reads), and optionally an LMS zip of
 ``<learner>_<chapter>.ipynb`` files. The class holds honest learners with full marks (answers
 of their own from :mod:`autograder.demo.own_work`, or valid alternatives from
-:mod:`autograder.demo.mutants`), partial work,
-buggy work (bugs from :mod:`autograder.demo.mutants`, pasted as source), untouched stubs, cheaters
-(monkeypatching the grader, reading the solution notebook, importing the reference, editing or
-deleting a locked test cell, pasting the course's solutions) and broken files (bad JSON, a notebook without cells, an empty
-file). Everything is deterministic: the same release gives byte-identical files.
+:mod:`autograder.demo.mutants`), partial work, buggy work (bugs from
+:mod:`autograder.demo.mutants`, pasted as source), untouched stubs, cheaters (monkeypatching
+the grader, reading the solution notebook, importing the reference, editing or deleting a
+locked test cell, pasting the course's solutions) and broken files (bad JSON, a notebook
+without cells, an empty file). Everything is deterministic: the same release gives
+byte-identical files.
 
 ``expected.csv`` columns: ``learner, chapter, kind, expected_score, max_score,
 expected_flags, description``. ``expected_score`` counts only exercises whose code is really

@@ -347,9 +347,15 @@ def _copied_reason(pair: Pair, report: str) -> str:
     return text + " Flags of copy detection never change a score."
 
 
+# Partners named in one similar_submissions reason; the report lists them all.
+MAX_PARTNERS = 10
+
+
 def _similar_reason(cell: str, found: list[tuple[str, Pair]], report: str) -> str:
     others = ", ".join(f"{other} ({pair.similarity:.0%}, {pair.tokens} tokens in common)"
-                       for other, pair in found)
+                       for other, pair in found[:MAX_PARTNERS])
+    if len(found) > MAX_PARTNERS:
+        others += f" and {len(found) - MAX_PARTNERS} other learner(s)"
     return (f"{cell}: this answer and that of {others} are alike {_SET_ASIDE}. Compare them "
             f"side by side in {report}. Flags of copy detection never change a score.")
 

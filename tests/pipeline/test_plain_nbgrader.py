@@ -149,7 +149,11 @@ def test_plain_nbgrader_autograde_is_the_course_grading(graded):
     codes = {s: {f.code for f in read_flags(plain, s, CH)} for s in STUDENTS}
     assert "verification_failed" in codes["cheat"]
     assert "unreadable_notebook" in codes["broken"]
-    assert codes["honest"] == set()
+    # The honest learner hands in the course's solutions: copy detection, which plain
+    # nbgrader runs after each learner as autograde does after the class, reports them.
+    assert codes["honest"] == {"copied_reference", "similar_submissions"}
+    report = Path("similarity") / f"{CH}.html"
+    assert (plain / report).read_bytes() == (ours / report).read_bytes()
     assert "cheat is flagged" in graded["log"]
     assert _files(plain / "submitted") == graded["submitted"]  # originals untouched
 
