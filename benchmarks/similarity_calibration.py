@@ -1,6 +1,6 @@
 """Calibrate copy detection: how similar copies and honest answers score, and what flags.
 
-    .venv/bin/python benchmarks/similarity_calibration.py [--sweep]
+    .venv/bin/python benchmarks/similarity_calibration.py [--sweep] [--time-class N]
 
 Copies (must be flagged): for every exercise, its reference in ``transformer_ref`` and its
 solution cell, pasted into the exercise's cell four ways: as they are; reformatted (docstrings
@@ -53,15 +53,15 @@ def cell_of(exercise: str) -> str:
 # ----------------------------------------------------------------------------- copies
 
 
-def copies() -> tuple[Cells, dict[str, tuple[str, str]]]:
-    """learner -> {cell: pasted code}, and learner -> (exercise, what was pasted)."""
+def copies() -> Cells:
+    """``copy <exercise> <origin> <form>`` -> {cell: pasted code}."""
     import nbformat
 
     solutions = {}
     for notebook in sorted(ROOT.glob("solutions/ch*/ch*.ipynb")):
         nb = nbformat.read(str(notebook), as_version=4)
         solutions |= {grade_id(c): cell_source(c) for _, c in solution_cells(nb)}
-    cells, what = {}, {}
+    cells = {}
     for exercise in all_exercises():
         module, attribute = exercise.reference.split(":")
         reference = textwrap.dedent(inspect.getsource(
@@ -71,8 +71,7 @@ def copies() -> tuple[Cells, dict[str, tuple[str, str]]]:
             for form, change in FORMS.items():
                 name = f"copy {exercise.id} {origin} {form}"
                 cells[name] = {cell_of(exercise.id): change(code)}
-                what[name] = (exercise.id, f"{origin}, {form}")
-    return cells, what
+    return cells
 
 
 # ----------------------------------------------------------------------------- honest work
@@ -135,7 +134,7 @@ def by_chapter(cells: Cells) -> dict[str, Cells]:
 
 def measure(sources, stubs) -> dict[str, list]:
     """group -> its pairs (similarity, tokens, learner, other) under the current figures."""
-    copy_cells, _ = copies()
+    copy_cells = copies()
     class_cells, _ = sample_class_cells()
     honest = honest_cells()
     groups: dict[str, list] = {}
@@ -221,16 +220,51 @@ def sweep(sources) -> None:
             print(f"  noise {noise:2d}  min {min_tokens:3d}  " + "   ".join(line))
 
 
+def time_class(size: int) -> None:
+    """Seconds to check a chapter 2 class of ``size`` learners (the sample class's readable
+    notebooks over and over), the course's sources read first, then kept in memory."""
+    import nbformat
+
+    with tempfile.TemporaryDirectory() as folder:
+        build_class(Path(folder) / "class", chapters=["ch02_attention"])
+        notebooks = sorted((Path(folder) / "class").glob("*/ch02_attention/*.ipynb"))
+        readable = []
+        for path in notebooks:
+            try:
+                readable.append(nbformat.read(str(path), as_version=4))
+            except Exception:  # the broken files of the class
+                continue
+        course = Course.of(ROOT, Path(folder) / "course")
+        for number in range(size):
+            path = course.notebook("autograded", f"learner{number:04d}", "ch02_attention")
+            path.parent.mkdir(parents=True)
+            nbformat.write(readable[number % len(readable)], path)
+        similarity._SOURCES.clear()
+        for attempt in ("first run", "second run"):
+            started, cpu = time.perf_counter(), time.process_time()
+            check = similarity.check_chapter("ch02_attention", root=ROOT,
+                                             course_dir=course.folder)
+            print(f"{size} learners, {attempt}: {time.perf_counter() - started:.1f} s "
+                  f"({time.process_time() - cpu:.1f} s of CPU), {len(check.pairs)} pairs, "
+                  f"{len(check.flags)} learners flagged, report "
+                  f"{check.report.stat().st_size / 2**20:.1f} MiB")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", action="store_true",
                         help="also count flags for other noise, size and threshold figures")
+    parser.add_argument("--time-class", type=int, metavar="N",
+                        help="only time the check of a chapter 2 class of N learners")
     args = parser.parse_args(argv)
+    if args.time_class:
+        time_class(args.time_class)
+        return 0
     started = time.perf_counter()
     sources = similarity.course_sources(ROOT)
     print(f"{len(sources)} units of course code")
     report(measure(sources, all_stubs()))
-    copy_cells, _ = copies()
+    copy_cells = copies()
     print("\nbaseline, copydetect on the code as written (share of the original in the paste):")
     for form, shares in baseline(copy_cells).items():
         print(f"  {form:17} {quantiles(shares)}")

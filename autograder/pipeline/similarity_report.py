@@ -20,7 +20,9 @@ from autograder.pipeline.feedback import sanitise_page
 if TYPE_CHECKING:
     from autograder.pipeline.similarity import ChapterCheck, Pair
 
-# Pairs below the threshold shown after the flagged ones.
+# Flagged pairs shown (the most similar first; the flag files name every one), then the
+# closest pairs below the threshold.
+FLAGGED_SHOWN = 200
 CLOSEST_SHOWN = 30
 _STYLE = """
 body { font-family: sans-serif; margin: 2em; }
@@ -53,7 +55,7 @@ def highlighted(text: str, regions: tuple[tuple[int, int], ...]) -> str:
 def _shown(check: ChapterCheck) -> list[Pair]:
     flagged = [p for p in check.pairs if p.flagged(check.threshold)]
     others = [p for p in check.pairs if not p.flagged(check.threshold)]
-    return flagged + others[:CLOSEST_SHOWN]
+    return flagged[:FLAGGED_SHOWN] + others[:CLOSEST_SHOWN]
 
 
 def _summary(check: ChapterCheck) -> str:
@@ -68,6 +70,9 @@ def _summary(check: ChapterCheck) -> str:
         "Code is compared once names, comments, docstrings, type hints, layout and the order "
         "of definitions are set aside; the stub the learners were given never counts. Flags "
         "of copy detection never change a score and are never shown to learners.</p>"]
+    if flagged > FLAGGED_SHOWN:
+        lines.append(f"<p>The {FLAGGED_SHOWN} most similar flagged pairs are shown below; the "
+                     "flags of every learner name all of theirs.</p>")
     if check.unreadable:
         lines.append("<p>Not compared (their autograded notebook could not be read): "
                      + ", ".join(html.escape(f"{s} ({why})") for s, why in check.unreadable)
