@@ -11,7 +11,8 @@ After a chapter is graded, :func:`check_chapter` compares each learner's solutio
 The code is normalised first (:mod:`autograder.pipeline.normalise`: names, comments,
 docstrings, type hints, layout and the order of definitions do not count) and compared per
 cell and per definition with copydetect's fingerprints (:mod:`autograder.pipeline.fingerprints`);
-the stub the learner was given (the release's cell) is boilerplate and never counts.
+the stub the learner was given (the release's cell) and the code the release shows every
+learner are boilerplate and never count.
 
 A pair of units scores the share of the *other* code found in the learner's (for a course
 source: how much of that definition the learner's cell holds; for two learners: the smaller of
@@ -50,8 +51,9 @@ MIN_TOKENS = 60
 THRESHOLD = 0.95
 COPIED_REFERENCE, SIMILAR_SUBMISSIONS = "copied_reference", "similar_submissions"
 CODES = (COPIED_REFERENCE, SIMILAR_SUBMISSIONS)
-# The course's implementations beside transformer_ref and the solution notebooks. The mutants
-# are not among them: they stand for learners' own work (the sample class is made of them).
+# The course's implementations beside transformer_ref and the solution notebooks. The other
+# modules of autograder/demo are not among them: the mutants, own_work and honest_styles stand
+# for learners' own work (the sample class and the calibration are made of them).
 DEMO_IMPLEMENTATIONS = ("autograder/demo/tutorial_style.py",)
 
 
