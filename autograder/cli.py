@@ -8,6 +8,7 @@
     python -m autograder feedback CHAPTER|all [--student ID] [--exchange DIR]
     python -m autograder export [--output grades.csv]
     python -m autograder audit [CHAPTER|all] [--student ID]
+    python -m autograder similarity CHAPTER|all [--threshold T]  copies of the course's code
     python -m autograder selfcheck NOTEBOOK ...               a learner's own notebook
     python -m autograder demo [--jobs N | --scheduler ADDRESS] [--out DIR]   a sample class
     python -m autograder hub add|password|remove|list [NAME ...]  the class server's roster
@@ -279,6 +280,10 @@ def _autograde(args: argparse.Namespace) -> int:
         print(f"autograde failed: {exc}", file=sys.stderr)
         return 1
     print(summary_table(rows, read_scores(course.config())))
+    for chapter in chapters:
+        report = course.folder / "similarity" / f"{chapter}.html"
+        if report.is_file():
+            print(f"copy detection of {chapter}: {report}")
     return 0
 
 
@@ -470,6 +475,50 @@ def add_audit(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_audit)
 
 
+def _similarity(args: argparse.Namespace) -> int:
+    from autograder.pipeline.similarity import check_chapter, flag_rows
+
+    course = _course(args)
+    chapters = _chapters(args, course)
+    if not chapters:
+        print("nothing to compare: no submissions collected", file=sys.stderr)
+        return 1
+    flagged = 0
+    for chapter in chapters:
+        try:
+            check = check_chapter(chapter, threshold=args.threshold, **course.as_kwargs())
+        except (FileNotFoundError, ValueError) as exc:
+            print(f"similarity failed: {exc}", file=sys.stderr)
+            return 2
+        rows = flag_rows(check)
+        flagged += len(rows)
+        print("\n".join(rows) if rows else f"{chapter}: no cell flagged")
+        print(f"{chapter}: {len(check.students)} learner(s) compared; report: {check.report}")
+    return 1 if flagged else 0
+
+
+def add_similarity(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``similarity CHAPTER|all [--threshold T] [--root DIR] [--course-dir DIR]``."""
+    from autograder.pipeline.similarity import THRESHOLD
+
+    parser = subparsers.add_parser(
+        "similarity", help="flag answers copied from the course's code or from each other",
+        description="Compare every graded solution cell of the chapter's autograded notebooks "
+                    "with the course's own implementations (transformer_ref, the solution "
+                    "notebooks, the tutorial-style code) and with the same cell of every other "
+                    "learner, once names, comments, docstrings, layout and the order of "
+                    "definitions are set aside. Flags copied_reference and similar_submissions "
+                    "for the instructor (never shown to learners, never changing a score), "
+                    "writes <course-dir>/similarity/<chapter>.html and exits 1 when a cell is "
+                    "flagged. autograde runs the same check after grading.")
+    parser.add_argument("chapter", type=_chapter_or_all, metavar="CHAPTER|all")
+    parser.add_argument("--threshold", type=float, default=THRESHOLD,
+                        help="share of the other code found in an answer from which it is "
+                             "flagged, in (0, 1] (default: %(default)s)")
+    _add_course_options(parser)
+    parser.set_defaults(handler=_similarity)
+
+
 def _selfcheck(args: argparse.Namespace) -> int:
     from autograder.learner.selfcheck import run_selfcheck
 
@@ -647,6 +696,7 @@ SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     add_feedback,
     add_export,
     add_audit,
+    add_similarity,
     add_selfcheck,
     add_demo,
     add_hub,

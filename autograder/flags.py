@@ -1,8 +1,9 @@
 """Flags: why a submission needs a human, kept next to the gradebook.
 
 Flags live in small JSON files, ``<course>/flags/<student>/<chapter>.json``, one list per stage
-(``collect``, ``grade``, ``feedback``), so that collecting again replaces the collect flags and
-grading again replaces the grade flags::
+(``collect``, ``grade``, ``similarity``, ``feedback``), so that collecting again replaces the
+collect flags, grading again replaces the grade flags and checking the class for copies again
+(:mod:`autograder.pipeline.similarity`) replaces the similarity flags::
 
     {"collect": [], "grade": [{"cell": "ch02_softmax_test", "code": "test_cell_edited",
                                "reason": "..."}]}
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from autograder.course import Course
 
-STAGES = ("collect", "grade", "feedback")
+STAGES = ("collect", "grade", "similarity", "feedback")
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,8 @@ class Flag:
             ``"cell_added"``, ``"locked_cell_edited"``, ``"imports_reference"``,
             ``"learner_timeout"``, ``"worker_died"``, ``"audit:<category>"``,
             ``"duplicate_submission"``, ``"older_than_collected"``, ``"shared_file"``
-            (collect), ``"feedback_failed"`` (feedback), ...
+            (collect), ``"copied_reference"``, ``"similar_submissions"`` (similarity; for the
+            instructor only), ``"feedback_failed"`` (feedback), ...
         cell: the grade id (or cell id) concerned, or ``None`` for the whole notebook.
         reason: one or two sentences for a human.
     """

@@ -8,17 +8,20 @@
     <out>/expected.csv                            what grading should give
 
 (the layout ``python -m autograder collect <out>`` reads), and optionally an LMS zip of
-``<learner>_<chapter>.ipynb`` files. The class holds honest learners with full marks (the
-course's solutions, or valid alternatives from :mod:`autograder.demo.mutants`), partial work,
-buggy work (bugs from :mod:`autograder.demo.mutants`, pasted as source), untouched stubs, cheaters
-(monkeypatching the grader, reading the solution notebook, importing the reference, editing or
-deleting a locked test cell) and broken files (bad JSON, a notebook without cells, an empty
-file). Everything is deterministic: the same release gives byte-identical files.
+``<learner>_<chapter>.ipynb`` files. The class holds honest learners with full marks (answers
+of their own from :mod:`autograder.demo.own_work`, or valid alternatives from
+:mod:`autograder.demo.mutants`), partial work, buggy work (bugs from
+:mod:`autograder.demo.mutants`, pasted as source), untouched stubs, cheaters (monkeypatching
+the grader, reading the solution notebook, importing the reference, editing or deleting a
+locked test cell, pasting the course's solutions) and broken files (bad JSON, a notebook
+without cells, an empty file). Everything is deterministic: the same release gives
+byte-identical files.
 
 ``expected.csv`` columns: ``learner, chapter, kind, expected_score, max_score,
 expected_flags, description``. ``expected_score`` counts only exercises whose code is really
 correct (a cheat scores 0); ``expected_flags`` lists flag codes that must be raised, separated
-by ``;``; codes starting with ``audit:`` come from :func:`autograder.pipeline.audit.audit_notebook`.
+by ``;``; codes starting with ``audit:`` come from :func:`autograder.pipeline.audit.audit_notebook`,
+``copied_reference`` from copy detection (:mod:`autograder.pipeline.similarity`).
 """
 
 from __future__ import annotations
@@ -168,9 +171,25 @@ def mutant_source(exercise: str, mutant_name: str) -> str:
     import importlib
 
     module = importlib.import_module(f"autograder.demo.mutants.{exercise.split('.')[0]}")
-    fn = getattr(module, mutant_name)
+    return _answer_source(module, mutant_name, exercise, with_helpers=True)
+
+
+def own_source(exercise: str, learner: str) -> str | None:
+    """The answer ``learner`` wrote to ``exercise`` (:mod:`autograder.demo.own_work`), named
+    as the exercise's function; None when they have none of their own."""
+    from autograder.demo import own_work
+
+    name = own_work.OWN_WORK.get(learner, {}).get(exercise)
+    return None if name is None else _answer_source(own_work, name, exercise,
+                                                    with_helpers=False)
+
+
+def _answer_source(module: types.ModuleType, name: str, exercise: str, *,
+                   with_helpers: bool) -> str:
+    fn = getattr(module, name)
     helpers: list[types.FunctionType] = []
-    _collect_helpers(fn, module, helpers)
+    if with_helpers:
+        _collect_helpers(fn, module, helpers)
     parts = ["import math\n\nimport numpy as np"]
     parts += [_plain_source(h, h.__name__) for h in helpers]
     parts.append(_plain_source(fn, function_name(exercise)))
@@ -222,17 +241,20 @@ def _new_cell(nb: NotebookNode, after_grade_id: str | None, source: str, cell_id
     nb.cells.insert(index + 1, cell)
 
 
-def work(chapter: Chapter, plan: dict[str, str]) -> NotebookNode:
+def work(chapter: Chapter, plan: dict[str, str], learner: str | None = None) -> NotebookNode:
     """The release with each exercise answered as ``plan`` says (missing ids stay stubs).
 
     ``plan`` maps an exercise id to ``"solution"``, ``"alternative"``, ``"bug"``, ``"stub"``
-    or ``"cheat"`` (left a stub here).
+    or ``"cheat"`` (left a stub here). A ``"solution"`` is the learner's own correct answer
+    (:mod:`autograder.demo.own_work`) where they wrote one, else the course's solution pasted
+    in (which copy detection flags).
     """
     nb = copy.deepcopy(chapter.release)
     for exercise in chapter.exercises:
         state = plan.get(exercise, STUB)
         if state == SOLUTION:
-            _set_solution(nb, exercise, chapter.solutions[exercise])
+            own = own_source(exercise, learner) if learner else None
+            _set_solution(nb, exercise, own or chapter.solutions[exercise])
         elif state == ALTERNATIVE:
             _set_solution(nb, exercise, mutant_source(exercise, ALTERNATIVES[exercise]))
         elif state == BUG:
@@ -280,7 +302,7 @@ def _honest(learner: str, kind: str, description: str, chapter: Chapter,
             plan: dict[str, str]) -> Submission:
     states = _all(chapter, STUB) | plan
     return Submission(learner, chapter.name, kind, description, states,
-                      _notebook_bytes(work(chapter, states)))
+                      _notebook_bytes(work(chapter, states, learner)))
 
 
 def _monkeypatcher(chapter: Chapter) -> Submission:
@@ -327,7 +349,7 @@ def _reference_importer(chapter: Chapter) -> Submission:
     # cheat there would take honest answers down with it.
     cheated = chapter.exercises[1:]
     states = _all(chapter, SOLUTION) | dict.fromkeys(cheated, CHEAT)
-    nb = work(chapter, states)
+    nb = work(chapter, states, "hana")
     from autograder.exercises.registry import get_exercise
 
     for exercise in cheated:
@@ -348,8 +370,9 @@ def _test_cell_editor(chapter: Chapter) -> Submission:
     test = nb.cells[_cell_index(nb, _grade_id(cheated, "test"))]
     test.source = f'print("{cheated} (visible checks): all passed.")'
     return Submission("ivy", chapter.name, "cheat-edits-test-cell",
-                      f"left {cheated} a stub and replaced its locked test cell by a print",
-                      states, _notebook_bytes(nb), ("test_cell_edited",))
+                      f"left {cheated} a stub and replaced its locked test cell by a print; "
+                      "pasted the course's solutions for the rest",
+                      states, _notebook_bytes(nb), ("test_cell_edited", "copied_reference"))
 
 
 def _test_cell_deleter(chapter: Chapter) -> Submission:
@@ -358,8 +381,9 @@ def _test_cell_deleter(chapter: Chapter) -> Submission:
     nb = work(chapter, states)
     del nb.cells[_cell_index(nb, _grade_id(cheated, "test"))]
     return Submission("jack", chapter.name, "cheat-deletes-test-cell",
-                      f"left {cheated} a stub and deleted its locked test cell",
-                      states, _notebook_bytes(nb), ("test_cell_deleted",))
+                      f"left {cheated} a stub and deleted its locked test cell; pasted the "
+                      "course's solutions for the rest",
+                      states, _notebook_bytes(nb), ("test_cell_deleted", "copied_reference"))
 
 
 def _broken_json(chapter: Chapter) -> Submission:
@@ -387,7 +411,7 @@ def _submissions(chapters: dict[str, Chapter]) -> list[Submission]:
     for chapter in chapters.values():
         ex = chapter.exercises
         out += [
-            _honest("ada", "honest", "the course's solutions", chapter,
+            _honest("ada", "honest", "correct answers of her own", chapter,
                     _all(chapter, SOLUTION)),
             _honest("ben", "alternative", "correct answers written differently (loops, "
                     "np.where, manual sums)", chapter, _all(chapter, ALTERNATIVE)),
@@ -399,11 +423,13 @@ def _submissions(chapters: dict[str, Chapter]) -> list[Submission]:
             _monkeypatcher(chapter),
         ]
     if ch02 is not None:
-        out += [_honest("hana", "honest", "the course's solutions", ch02, _all(ch02, SOLUTION)),
+        out += [_honest("hana", "honest", "correct answers of her own", ch02,
+                        _all(ch02, SOLUTION)),
                 _solution_reader(ch02), _test_cell_editor(ch02), _broken_json(ch02),
                 _zero_bytes(ch02)]
     if ch05 is not None:
-        out += [_honest("kim", "honest", "the course's solutions", ch05, _all(ch05, SOLUTION)),
+        out += [_honest("kim", "honest", "correct answers of his own", ch05,
+                        _all(ch05, SOLUTION)),
                 _reference_importer(ch05), _test_cell_deleter(ch05), _no_cells(ch05)]
     return sorted(out, key=lambda s: (s.learner, s.chapter))
 

@@ -554,7 +554,7 @@ def _link_parents(tree: ast.AST) -> None:
 
 def _audit_python(code: str, like: _Auditor, offset: int) -> list[tuple[int, str, str]]:
     """Audit ``code`` with the settings of ``like``; lines shifted by ``offset``."""
-    tree, oversized = _parse_cell(code)
+    tree, oversized = parse_cell(code)
     if oversized:
         return [(offset + 1, OVERSIZED, oversized)]
     if tree is None:
@@ -672,7 +672,7 @@ def _depth(tree: ast.AST) -> int:
     return deepest
 
 
-def _parse_cell(code: str) -> tuple[ast.AST | None, str | None]:
+def parse_cell(code: str) -> tuple[ast.AST | None, str | None]:
     """``(tree, None)`` for a cell that parses (IPython syntax translated first when needed),
     ``(None, None)`` for one that does not, and ``(None, reason)`` for one too large or too
     deeply nested to audit."""
@@ -725,7 +725,7 @@ def audit_notebook(nb: Any, *, release: Any = None) -> list[Finding]:
                                                          else [])]
     names = _exercise_references(exercise_ids)
     code_cells = [(i, c) for i, c in enumerate(nb["cells"]) if c.get("cell_type") == "code"]
-    trees = [t for _, c in code_cells if (t := _parse_cell(cell_source(c))[0]) is not None]
+    trees = [t for _, c in code_cells if (t := parse_cell(cell_source(c))[0]) is not None]
     imports = _imports_of(trees)
 
     findings: dict[tuple[int, int, str], Finding] = {}

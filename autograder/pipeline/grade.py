@@ -471,6 +471,7 @@ def autograde(
     students: Iterable[str] | None = None,
     limits: Limits | None = None,
     progress: Callable[[int], object] | None = None,
+    copy_check: bool = True,
 ) -> list[Summary]:
     """Grade every collected submission of ``chapters`` and store the results.
 
@@ -492,6 +493,9 @@ def autograde(
         limits: sandbox limits (default: :class:`Limits`).
         progress: called with the number of tasks, returns an object with ``update(n)`` and
             ``close()`` (a tqdm bar); ``None`` for no progress display.
+        copy_check: then compare every graded learner of each chapter with the course's code
+            and with each other (:mod:`autograder.pipeline.similarity`), which writes their
+            ``similarity`` flags and the class report.
 
     Returns:
         One :class:`Summary` per graded submission, sorted by student and chapter.
@@ -548,6 +552,10 @@ def autograde(
                                  workers=[worker], allow_other_workers=True)
 
         results = _store_in_order(client, pairs, submit, course, progress)
+    # Copy detection needs the whole class of a chapter, so it runs once all are graded.
+    from autograder.pipeline.similarity import after_grading
+
+    results = after_grading(list(wanted), results, course) if copy_check else results
     return sorted(results, key=lambda s: (s.student, s.chapter))
 
 

@@ -9,7 +9,8 @@ so that there is one way to grade, whichever command or button starts it:
 ``nbgrader autograde``, formgrader Autograde  :class:`SandboxedAutograde`: the course's
                                               grading (:func:`~autograder.pipeline.grade.
                                               grade_submission`: restore, sandbox, checks
-                                              outside the kernel, flags); nbgrader's own
+                                              outside the kernel, flags, then copy
+                                              detection of the chapter's class); nbgrader's own
                                               preprocessors, which run the learner's code
                                               with the grader's environment, never run
 ``nbgrader generate_feedback``, its button    :class:`LearnersView`: no hidden tests and no
@@ -149,8 +150,19 @@ class SandboxedAutograde(NotebookExporter):
             self.log.warning("%s is flagged %s (the reasons are in %s)", student,
                              ", ".join(dict.fromkeys(f.code for f in summary.flags)),
                              course.flags_file(student, chapter))
+        self._check_copies(course, chapter)
         return super().from_filename(str(course.notebook("autograded", student, chapter)),
                                      resources, **kw)
+
+    def _check_copies(self, course: Course, chapter: str) -> None:
+        """Copy detection of the chapter's class, with this learner graded: nbgrader grades
+        one learner at a time (the Formgrader's button, one learner per click), so the class
+        is checked again after each; the course's sources are read once per process."""
+        from autograder.pipeline.similarity import after_grading
+
+        after_grading([chapter], [], course)
+        self.log.info("Copy detection of %s: %s", chapter,
+                      course.folder / "similarity" / f"{chapter}.html")
 
 
 class LearnersView(Preprocessor):

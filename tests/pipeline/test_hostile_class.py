@@ -39,6 +39,7 @@ from autograder.flags import read_flags
 from autograder.notebook import stable_cell_ids
 from autograder.pipeline.gradebook import read_scores
 from autograder.pipeline.release import generate
+from autograder.pipeline.similarity import CODES as COPY_FLAGS
 
 CH = "ch02_attention"
 AUTO_POINTS = 7
@@ -424,15 +425,21 @@ def test_collect_refuses_each_bad_entry_with_its_reason_and_takes_the_rest(hosti
 def test_every_honest_learner_keeps_full_marks(hostile):
     for student in HONEST:
         assert auto_score(hostile, student) == AUTO_POINTS, (student, codes(hostile, student))
-    assert codes(hostile, "honest_folder") == codes(hostile, "zipped") == set()
-    assert codes(hostile, "chloë") == codes(hostile, "noël") == set()
+    # They all hand in the course's solutions, which copy detection reports (its own tests are
+    # in test_similarity.py); nothing else may be flagged.
+    def other(student: str) -> set[str]:
+        return codes(hostile, student) - set(COPY_FLAGS)
+
+    assert other("honest_folder") == other("zipped") == set()
+    assert other("chloë") == other("noël") == set()
     if SEPARATE_ACCOUNTS:
-        assert codes(hostile, "link_owner") == set()
+        assert other("link_owner") == set()
     else:  # nothing says whose the file is: both keep it, and a human is asked
         for student in ("link_owner", "link_peer"):
-            assert codes(hostile, student) == {"shared_file"}
+            assert other(student) == {"shared_file"}
     # "I checked my solutions against the worked examples" is a comment, not an import.
-    assert codes(hostile, "commented") == set()
+    assert other("commented") == set()
+    assert "similar_submissions" in codes(hostile, "chloë")
 
 
 def test_every_bad_learner_has_a_specific_flag(hostile):

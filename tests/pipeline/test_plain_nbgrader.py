@@ -36,6 +36,7 @@ from autograder.course import ROOT, course_config
 from autograder.flags import read_flags
 from autograder.pipeline.gradebook import read_scores
 from autograder.pipeline.release import generate
+from autograder.pipeline.similarity import CODES as COPY_FLAGS
 
 CH = "ch02_attention"
 SECRET = "the-graders-own-secret-7f3a"
@@ -150,7 +151,11 @@ def test_plain_nbgrader_autograde_is_the_course_grading(graded):
     codes = {s: {f.code for f in read_flags(plain, s, CH)} for s in STUDENTS}
     assert "verification_failed" in codes["cheat"]
     assert "unreadable_notebook" in codes["broken"]
-    assert codes["honest"] == set()
+    # The honest learner hands in the course's solutions: copy detection, which plain
+    # nbgrader runs after each learner as autograde does after the class, reports them.
+    assert codes["honest"] == {"copied_reference", "similar_submissions"}
+    report = Path("similarity") / f"{CH}.html"
+    assert (plain / report).read_bytes() == (ours / report).read_bytes()
     assert "cheat is flagged" in graded["log"]
     assert _files(plain / "submitted") == graded["submitted"]  # originals untouched
 
@@ -313,16 +318,20 @@ def test_formgrader_buttons_take_the_course_path(graded, tmp_path,
         assert result["success"], result
         collect_log = result["log"]
 
-    # The same score and flags as `python -m autograder autograde` gave her, in the submissions
+    # The same score and flags as `python -m autograder autograde` gave her (copy detection,
+    # which ran after her grading, compared her with a class of one here), in the submissions
     # list with their reasons, and on her page above the notebook.
     assert _scores(root, formgrader)["cheat"] == _scores(root, ours)["cheat"]
     assert submission["score"] == _scores(root, ours)["cheat"][0]
     flags = read_flags(formgrader, "cheat", CH)
-    assert {f.code for f in read_flags(ours, "cheat", CH)} < {f.code for f in flags}
+    ours_codes = {f.code for f in read_flags(ours, "cheat", CH)} - {"similar_submissions"}
+    assert ours_codes < {f.code for f in flags}
     assert "cell_added" in {f.code for f in flags}  # the markdown cell she added
     assert submission["flags"] == listed["cheat"]["flags"] == [
         {"code": f.code, "cell": f.cell, "reason": f.reason} for f in flags]
-    assert listed["honest"]["flags"] == [] and listed["honest"]["last_name"] == "honest"
+    assert {f["code"] for f in listed["honest"]["flags"]} <= set(COPY_FLAGS)
+    assert listed["honest"]["last_name"] == "honest"
+    assert (formgrader / "similarity" / f"{CH}.html").is_file()
     assert 'id="course-flags"' in page and "verification_failed" in page
     # Formulas are typeset by this server's MathJax; the learner's HTML does not run.
     assert "/static/jupyter_server_mathjax/MathJax.js" in page and "cdnjs" not in page

@@ -1,0 +1,278 @@
+"""Calibrate copy detection: how similar copies and honest answers score, and what flags.
+
+    .venv/bin/python benchmarks/similarity_calibration.py [--sweep] [--time-class N]
+
+Copies (must be flagged): for every exercise, its reference in ``transformer_ref`` and its
+solution cell, pasted into the exercise's cell four ways: as they are; reformatted (docstrings
+and comments gone, another layout); reformatted with every local name and argument renamed;
+and that pasted after a helper of the learner's own, with a print, in one longer cell.
+
+Honest work (must not be flagged): the sample class's learners who write their own answers or
+the mutants' valid alternatives and bugs (``autograder/demo/sample_class.py``), every mutant
+(``autograder/demo/mutants``), and the answers of learners who follow the notebook's hints or
+a tutorial's structure with their own lines (``autograder/demo/honest_styles.py``), each
+against the course's code and against each other.
+
+Prints, per group, the pairs' similarities (:mod:`autograder.pipeline.similarity`: the share
+of the other code found in the answer) with the shared tokens, the closest honest pairs, and
+what the current figures flag; ``--sweep`` also counts, for other noise, size and threshold
+figures, the copies flagged and the honest answers flagged. As a baseline, copydetect on the
+code as written (its own tokeniser, its defaults of 25 characters) scores the same copies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import io
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from autograder.course import ROOT, Course  # noqa: E402
+from autograder.demo.copies import FORMS  # noqa: E402
+from autograder.demo.honest_styles import HONEST, honest_source  # noqa: E402
+from autograder.demo.mutants import all_mutants  # noqa: E402
+from autograder.demo.sample_class import HONEST_KINDS, build_class, mutant_source  # noqa: E402
+from autograder.exercises.registry import all_exercises  # noqa: E402
+from autograder.notebook import cell_source, grade_id, solution_cells  # noqa: E402
+from autograder.pipeline import similarity  # noqa: E402
+
+Cells = dict[str, dict[str, str]]
+
+
+def cell_of(exercise: str) -> str:
+    return exercise.replace(".", "_") + "_solution"
+
+
+# ----------------------------------------------------------------------------- copies
+
+
+def copies() -> Cells:
+    """``copy <exercise> <origin> <form>`` -> {cell: pasted code}."""
+    import nbformat
+
+    solutions = {}
+    for notebook in sorted(ROOT.glob("solutions/ch*/ch*.ipynb")):
+        nb = nbformat.read(str(notebook), as_version=4)
+        solutions |= {grade_id(c): cell_source(c) for _, c in solution_cells(nb)}
+    cells = {}
+    for exercise in all_exercises():
+        module, attribute = exercise.reference.split(":")
+        reference = textwrap.dedent(inspect.getsource(
+            getattr(importlib.import_module(module), attribute)))
+        solution = solutions[cell_of(exercise.id)]
+        for origin, code in (("reference", reference), ("solution", solution)):
+            for form, change in FORMS.items():
+                name = f"copy {exercise.id} {origin} {form}"
+                cells[name] = {cell_of(exercise.id): change(code)}
+    return cells
+
+
+# ----------------------------------------------------------------------------- honest work
+
+
+def sample_class_cells() -> tuple[dict[str, Cells], list[str]]:
+    """chapter -> the honest learners' cells in the sample class, and their names."""
+    import nbformat
+
+    by_chapter: dict[str, Cells] = {}
+    learners = []
+    with tempfile.TemporaryDirectory() as folder:
+        rows = build_class(Path(folder) / "class")
+        for row in rows:
+            if row.kind not in HONEST_KINDS:
+                continue
+            path = Path(folder) / "class" / row.learner / row.chapter / f"{row.chapter}.ipynb"
+            nb = nbformat.read(str(path), as_version=4)
+            by_chapter.setdefault(row.chapter, {})[f"{row.learner} ({row.kind})"] = {
+                grade_id(c): cell_source(c) for _, c in solution_cells(nb)}
+            learners.append(f"{row.learner}/{row.chapter}")
+    return by_chapter, learners
+
+
+def mutant_cells() -> Cells:
+    cells: Cells = {}
+    for mutant in all_mutants():
+        try:  # a function, with the helpers it calls, as the sample class pastes it
+            code = mutant_source(mutant.exercise, mutant.fn.__name__)
+        except (AttributeError, AssertionError):  # a class, or made by a factory: as written
+            code = textwrap.dedent(inspect.getsource(mutant.fn))
+        kind = "valid" if mutant.valid else "bug"
+        cells[f"mutant {mutant.exercise} {kind}: {mutant.name}"] = {cell_of(mutant.exercise): code}
+    return cells
+
+
+def honest_cells() -> Cells:
+    return {f"{entry.learner} {entry.exercise}": {cell_of(entry.exercise): honest_source(entry)}
+            for entry in HONEST}
+
+
+# ----------------------------------------------------------------------------- measuring
+
+
+def all_stubs() -> dict[str, set[int]]:
+    course = Course.of(ROOT)
+    stubs: dict[str, set[int]] = {}
+    for chapter in sorted(p.name for p in (ROOT / "notebooks").glob("ch*")):
+        stubs |= similarity.stub_hashes(course, chapter)
+    return stubs
+
+
+def by_chapter(cells: Cells) -> dict[str, Cells]:
+    grouped: dict[str, Cells] = {}
+    for learner, answers in cells.items():
+        for cell, code in answers.items():
+            grouped.setdefault(cell.split("_")[0], {}).setdefault(learner, {})[cell] = code
+    return grouped
+
+
+def measure(sources, stubs) -> dict[str, list]:
+    """group -> its pairs (similarity, tokens, learner, other) under the current figures."""
+    copy_cells = copies()
+    class_cells, _ = sample_class_cells()
+    honest = honest_cells()
+    groups: dict[str, list] = {}
+
+    def add(group: str, pairs) -> None:
+        groups.setdefault(group, []).extend(
+            (p.similarity, p.tokens, p.learner.label, p.other.label) for p in pairs)
+
+    add("copies vs course", similarity.reference_pairs(copy_cells, sources, stubs))
+    for cells in class_cells.values():
+        add("sample class vs course", similarity.reference_pairs(cells, sources, stubs))
+        add("sample class, learner pairs", similarity.learner_pairs(cells, stubs))
+    add("mutants vs course", similarity.reference_pairs(mutant_cells(), sources, stubs))
+    add("hints and tutorials vs course", similarity.reference_pairs(honest, sources, stubs))
+    for cells in by_chapter(honest).values():
+        add("hints and tutorials, learner pairs", similarity.learner_pairs(cells, stubs))
+    return groups
+
+
+def baseline(copy_cells: Cells) -> dict[str, list[float]]:
+    """form -> copydetect's own share of the original found in each paste, on the code as
+    written (its tokeniser, 25-character runs), for comparison with the normalised figures."""
+    from copydetect import CodeFingerprint, compare_files
+
+    def printed(code: str) -> CodeFingerprint:
+        return CodeFingerprint("cell.py", 25, 1, fp=io.StringIO(code), language="python")
+
+    shares: dict[str, list[float]] = {}
+    for learner, answers in copy_cells.items():
+        form = next(f for f in FORMS if learner.endswith(f" {f}"))
+        original = next(iter(copy_cells[learner[: -len(form)] + "verbatim"].values()))
+        overlap = compare_files(printed(next(iter(answers.values()))), printed(original))
+        shares.setdefault(form, []).append(float(overlap[1][1]))
+    return shares
+
+
+def quantiles(values: list[float]) -> str:
+    if not values:
+        return "none"
+    ordered = sorted(values)
+    pick = [ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1)))] for q in
+            (0.0, 0.5, 0.9, 1.0)]
+    return "min {:.2f}  median {:.2f}  90% {:.2f}  max {:.2f}".format(*pick)
+
+
+def flagged(pairs, min_tokens: int, threshold: float) -> list:
+    return [p for p in pairs if p[0] >= threshold and p[1] >= min_tokens]
+
+
+def report(groups: dict[str, list]) -> None:
+    figures = (similarity.NOISE_TOKENS, similarity.MIN_TOKENS, similarity.THRESHOLD)
+    print("noise {} tokens, at least {} shared tokens, threshold {:.2f}".format(*figures))
+    for group, pairs in groups.items():
+        sized = [p for p in pairs if p[1] >= similarity.MIN_TOKENS]
+        hit = flagged(pairs, similarity.MIN_TOKENS, similarity.THRESHOLD)
+        print(f"\n{group}: {len(pairs)} pair(s), {len(sized)} with >= {similarity.MIN_TOKENS} "
+              f"shared tokens, {len(hit)} flagged")
+        print(f"  similarity (pairs with enough tokens): {quantiles([p[0] for p in sized])}")
+        if group.startswith("copies"):
+            missed = [p for p in pairs if p not in hit]
+            for p in missed:
+                print(f"  not flagged: {p[0]:.2f} {p[1]:4d} tokens  {p[2]}  ~ {p[3]}")
+            continue
+        closest = sorted(sized, key=lambda p: (-p[0], -p[1]))[:5]
+        for p in closest:
+            print(f"  closest: {p[0]:.2f} {p[1]:4d} tokens  {p[2]}  ~ {p[3]}")
+
+
+def sweep(sources) -> None:
+    print("\nsweep: copies flagged (of those with enough tokens) / honest pairs flagged")
+    for noise in (8, 10, 12, 15):
+        similarity.NOISE_TOKENS = noise
+        groups = measure(sources, all_stubs())
+        copies_ = groups.pop("copies vs course")
+        honest = [p for pairs in groups.values() for p in pairs]
+        for min_tokens in (40, 50, 60, 80):
+            line = []
+            for threshold in (0.8, 0.85, 0.9, 0.95, 1.0):
+                caught = len(flagged(copies_, min_tokens, threshold))
+                big = sum(1 for p in copies_ if p[1] >= min_tokens)
+                wrong = len(flagged(honest, min_tokens, threshold))
+                line.append(f"{threshold:.2f}: {caught}/{big} {wrong}")
+            print(f"  noise {noise:2d}  min {min_tokens:3d}  " + "   ".join(line))
+
+
+def time_class(size: int) -> None:
+    """Seconds to check a chapter 2 class of ``size`` learners (the sample class's readable
+    notebooks over and over), the course's sources read first, then kept in memory."""
+    import nbformat
+
+    with tempfile.TemporaryDirectory() as folder:
+        build_class(Path(folder) / "class", chapters=["ch02_attention"])
+        notebooks = sorted((Path(folder) / "class").glob("*/ch02_attention/*.ipynb"))
+        readable = []
+        for path in notebooks:
+            try:
+                readable.append(nbformat.read(str(path), as_version=4))
+            except Exception:  # the broken files of the class
+                continue
+        course = Course.of(ROOT, Path(folder) / "course")
+        for number in range(size):
+            path = course.notebook("autograded", f"learner{number:04d}", "ch02_attention")
+            path.parent.mkdir(parents=True)
+            nbformat.write(readable[number % len(readable)], path)
+        similarity._SOURCES.clear()
+        for attempt in ("first run", "second run"):
+            started, cpu = time.perf_counter(), time.process_time()
+            check = similarity.check_chapter("ch02_attention", root=ROOT,
+                                             course_dir=course.folder)
+            print(f"{size} learners, {attempt}: {time.perf_counter() - started:.1f} s "
+                  f"({time.process_time() - cpu:.1f} s of CPU), {len(check.pairs)} pairs, "
+                  f"{len(check.flags)} learners flagged, report "
+                  f"{check.report.stat().st_size / 2**20:.1f} MiB")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sweep", action="store_true",
+                        help="also count flags for other noise, size and threshold figures")
+    parser.add_argument("--time-class", type=int, metavar="N",
+                        help="only time the check of a chapter 2 class of N learners")
+    args = parser.parse_args(argv)
+    if args.time_class:
+        time_class(args.time_class)
+        return 0
+    started = time.perf_counter()
+    sources = similarity.course_sources(ROOT)
+    print(f"{len(sources)} units of course code")
+    report(measure(sources, all_stubs()))
+    copy_cells = copies()
+    print("\nbaseline, copydetect on the code as written (share of the original in the paste):")
+    for form, shares in baseline(copy_cells).items():
+        print(f"  {form:17} {quantiles(shares)}")
+    if args.sweep:
+        sweep(sources)
+    print(f"\n{time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,27 @@
+"""The honest answers that calibrate copy detection are correct: they pass the visible and the
+hidden checks (see autograder/demo/honest_styles.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from autograder import grade_function
+from autograder.demo.honest_styles import HONEST, honest_source
+
+
+@pytest.mark.parametrize("entry", HONEST, ids=[h.id for h in HONEST])
+def test_honest_answers_pass_in_both_modes(entry):
+    for hidden in (False, True):
+        result = grade_function(entry.exercise, entry.answer, hidden=hidden)
+        assert result.passed, (hidden, result.message)
+
+
+def test_every_style_is_paired_and_named_as_the_exercise():
+    by_exercise: dict[str, set[str]] = {}
+    for entry in HONEST:
+        by_exercise.setdefault(entry.exercise, set()).add(entry.learner)
+        name = entry.exercise.split(".", 1)[1].replace("_", "")
+        assert name.lower() in honest_source(entry).replace("_", "").lower()
+    # Two learners who follow the hints, each exercise with a pair of them or a tutorial's.
+    assert all({"hint-a", "hint-b"} <= found or "annotated" in found
+               for found in by_exercise.values())

@@ -1,0 +1,291 @@
+"""Copy detection: copies of the course's code and between learners are flagged for the
+instructor, with their source and similarity; honest answers are not; learners never see it."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import shutil
+import textwrap
+from functools import cache
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.cli import main
+from autograder.course import ROOT, Course
+from autograder.demo.copies import FORMS
+from autograder.demo.honest_styles import HONEST, honest_source
+from autograder.demo.sample_class import HONEST_KINDS, build_class
+from autograder.exercises.registry import get_exercise
+from autograder.flags import Flag, read_flags, write_flags
+from autograder.notebook import cell_source, grade_id, solution_cells
+from autograder.pipeline.normalise import normalise
+from autograder.pipeline.similarity import (
+    COPIED_REFERENCE,
+    MIN_TOKENS,
+    SIMILAR_SUBMISSIONS,
+    check_chapter,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
+
+
+def cell_of(exercise: str) -> str:
+    return exercise.replace(".", "_") + "_solution"
+
+
+@cache
+def release(chapter: str) -> nbformat.NotebookNode:
+    return nbformat.read(Course.of(ROOT).release_notebook(chapter), as_version=4)
+
+
+@cache
+def solution(exercise: str) -> str:
+    chapter = get_exercise(exercise).chapter
+    nb = nbformat.read(Course.of(ROOT).source_notebook(chapter), as_version=4)
+    return next(cell_source(c) for _, c in solution_cells(nb) if grade_id(c) == cell_of(exercise))
+
+
+def reference(exercise: str) -> str:
+    module, attribute = get_exercise(exercise).reference.split(":")
+    return textwrap.dedent(inspect.getsource(getattr(importlib.import_module(module), attribute)))
+
+
+def graded_class(course_dir: Path, chapter: str, answers: dict[str, dict[str, str]]) -> Path:
+    """Autograded notebooks of ``chapter``: the release with each learner's answers
+    (exercise id -> source) in its solution cells, as grading leaves them."""
+    for student, given in answers.items():
+        nb = copy.deepcopy(release(chapter))
+        for _, cell in solution_cells(nb):
+            exercise = next((e for e in given if cell_of(e) == grade_id(cell)), None)
+            if exercise is not None:
+                cell.source = given[exercise]
+        path = Course.of(ROOT, course_dir).notebook("autograded", student, chapter)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, path)
+    return course_dir
+
+
+def codes(course_dir: Path, student: str, chapter: str) -> dict[str, set[str]]:
+    """cell -> the copy flags of that cell."""
+    found: dict[str, set[str]] = {}
+    for flag in read_flags(course_dir, student, chapter):
+        found.setdefault(flag.cell, set()).add(flag.code)
+    return found
+
+
+# ----------------------------------------------------------------------------- normalising
+
+
+def test_normalising_sets_aside_names_comments_docstrings_layout_and_order():
+    original = ('def scale(x: float, factor=2):\n    """Scale x."""\n    # double it\n'
+                "    result = x * factor\n    return result\n\n\n"
+                "def shift(x, by=1):\n    return x + by\n")
+    disguised = ("def shift(v, amount=1):\n    return v + amount\n"
+                 "def scale(value, k=2):\n    out = value*k  # the scaled value\n"
+                 "    return out\n")
+    ours, theirs = normalise(original), normalise(disguised)
+    assert [u.name for u in ours] == ["", "scale", "shift"]
+    assert [u.words for u in ours] == [u.words for u in theirs]  # what is compared
+    assert [u.text for u in ours[1:]] == [u.text for u in theirs[1:]]
+    whole = normalise(original)[0]
+    assert "Scale x" not in whole.text and "double" not in whole.text
+    assert "float" not in whole.text
+    # Names the code only uses are kept: they say what it does.
+    assert "np.tril" in normalise("def f(n):\n    return np.tril(np.ones((n, n)))\n")[0].text
+
+
+def test_code_that_does_not_parse_is_still_compared_and_empty_code_is_nothing():
+    units = normalise("def f(x):\n    return x +  # unfinished\n")
+    assert len(units) == 1 and units[0].tokens and "unfinished" not in units[0].text
+    assert normalise("# only a comment\n'''and a docstring'''\n") == []
+    assert normalise("") == []
+
+
+# ----------------------------------------------------------------------------- copies
+
+
+# NumPy and PyTorch chapters, each copied from the solution notebook and from transformer_ref.
+COPIED = ["ch02.scaled_dot_product_attention", "ch04.multi_head_attention",
+          "ch08.decoder_layer", "ch09.greedy_decode"]
+
+
+@pytest.mark.parametrize("exercise", COPIED)
+def test_copies_of_the_courses_code_are_flagged_however_disguised(exercise, tmp_path):
+    chapter = get_exercise(exercise).chapter
+    answers = {f"{origin}-{form.replace(' ', '-')}": {exercise: change(code)}
+               for origin, code in (("solution", solution(exercise)),
+                                    ("reference", reference(exercise)))
+               for form, change in FORMS.items()}
+    course_dir = graded_class(tmp_path, chapter, answers)
+    check = check_chapter(chapter, root=ROOT, course_dir=course_dir)
+    assert sorted(check.students) == sorted(answers)
+    for student in answers:
+        flags = [f for f in read_flags(course_dir, student, chapter) if f.code == COPIED_REFERENCE]
+        assert [f.cell for f in flags] == [cell_of(exercise)], (student, flags)
+        reason = flags[0].reason
+        # The solution and the reference may be one code: either names the course's file.
+        assert "solutions/" in reason or "transformer_ref/" in reason, reason
+        assert "% of the course's own code" in reason, reason
+        assert f"similarity/{chapter}.html" in reason
+    # Eight learners handed in the same code, so each is like the other seven.
+    similar = codes(course_dir, "solution-verbatim", chapter)[cell_of(exercise)]
+    assert SIMILAR_SUBMISSIONS in similar
+
+
+def test_the_flag_names_the_definition_pasted_into_a_longer_cell(tmp_path):
+    exercise = "ch09.greedy_decode"
+    pasted = ("def my_own_helper(n):\n    return list(range(n))\n\n\n"
+              + reference(exercise) + "\n\nprint(my_own_helper(3))\n")
+    course_dir = graded_class(tmp_path, "ch09_training", {"zoe": {exercise: pasted}})
+    check_chapter("ch09_training", root=ROOT, course_dir=course_dir)
+    (flag,) = read_flags(course_dir, "zoe", "ch09_training")
+    assert flag.code == COPIED_REFERENCE
+    assert "transformer_ref/greedy.py (greedy_decode)" in flag.reason
+    assert "100%" in flag.reason
+
+
+def test_one_line_answers_never_flag_everyone(tmp_path):
+    """Every correct causal mask looks alike: too short to say anything."""
+    answers = {name: {"ch02.causal_mask": solution("ch02.causal_mask")}
+               for name in ("amy", "bo", "cy")}
+    course_dir = graded_class(tmp_path, "ch02_attention", answers)
+    check = check_chapter("ch02_attention", root=ROOT, course_dir=course_dir)
+    assert check.flags == {}
+    assert all(p.tokens < MIN_TOKENS for p in check.pairs)
+    assert all(not (course_dir / "flags" / name).exists() for name in answers)
+
+
+# ----------------------------------------------------------------------------- the class
+
+
+def test_a_learner_who_copies_another_is_flagged_with_the_others_name(tmp_path):
+    honest = next(h for h in HONEST if h.exercise == "ch09.greedy_decode")
+    original = honest_source(honest)
+    answers = {"ann": {honest.exercise: original},
+               "bob": {honest.exercise: FORMS["renamed"](original)},
+               "cat": {}}
+    course_dir = graded_class(tmp_path, "ch09_training", answers)
+    check_chapter("ch09_training", root=ROOT, course_dir=course_dir)
+    cell = cell_of(honest.exercise)
+    for student, other in (("ann", "bob"), ("bob", "ann")):
+        (flag,) = read_flags(course_dir, student, "ch09_training")
+        assert (flag.code, flag.cell) == (SIMILAR_SUBMISSIONS, cell)
+        assert f"that of {other} (100%" in flag.reason, flag.reason
+    assert read_flags(course_dir, "cat", "ch09_training") == []
+
+
+@pytest.mark.parametrize("chapter", sorted({get_exercise(h.exercise).chapter for h in HONEST}))
+def test_honest_learners_following_the_hints_or_a_tutorial_are_not_flagged(chapter, tmp_path):
+    answers: dict[str, dict[str, str]] = {}
+    for entry in HONEST:
+        if get_exercise(entry.exercise).chapter == chapter:
+            answers.setdefault(entry.learner, {})[entry.exercise] = honest_source(entry)
+    course_dir = graded_class(tmp_path, chapter, answers)
+    check = check_chapter(chapter, root=ROOT, course_dir=course_dir)
+    assert check.flags == {}, [p for p in check.pairs if p.flagged(check.threshold)]
+    assert check.report is not None and check.report.is_file()
+
+
+def test_no_honest_learner_of_the_sample_class_is_flagged_and_the_pasters_are(tmp_path):
+    rows = build_class(tmp_path / "class")
+    course = Course.of(ROOT, tmp_path / "course")
+    for row in rows:
+        submitted = tmp_path / "class" / row.learner / row.chapter / f"{row.chapter}.ipynb"
+        try:
+            nb = nbformat.read(submitted, as_version=4)
+        except Exception:
+            continue  # the broken files: grading gives them the release's stubs
+        path = course.notebook("autograded", row.learner, row.chapter)
+        path.parent.mkdir(parents=True)
+        nbformat.write(nb, path)
+    course_dir = course.folder
+    for chapter in sorted({row.chapter for row in rows}):
+        check_chapter(chapter, root=ROOT, course_dir=course_dir)
+    for row in rows:
+        found = {f.code for f in read_flags(course_dir, row.learner, row.chapter)}
+        if row.kind in HONEST_KINDS:
+            assert found == set(), (row.learner, row.chapter, found)
+        assert {c for c in row.expected_flags if c in (COPIED_REFERENCE,
+                                                        SIMILAR_SUBMISSIONS)} <= found, row
+
+
+# ----------------------------------------------------------------------------- the records
+
+
+def test_checking_again_gives_the_same_flags_and_report_and_keeps_other_flags(tmp_path):
+    exercise = "ch04.multi_head_attention"
+    answers = {"ann": {exercise: solution(exercise)}, "bob": {exercise: reference(exercise)}}
+    course_dir = graded_class(tmp_path, "ch04_multi_head_attention", answers)
+    write_flags(course_dir, "ann", "ch04_multi_head_attention", "grade",
+                [Flag("cell_error", "x", "raised")])
+    first = check_chapter("ch04_multi_head_attention", root=ROOT, course_dir=course_dir)
+    files = {p: p.read_bytes() for p in sorted(course_dir.rglob("*")) if p.is_file()}
+    again = check_chapter("ch04_multi_head_attention", root=ROOT, course_dir=course_dir)
+    assert {p: p.read_bytes() for p in sorted(course_dir.rglob("*")) if p.is_file()} == files
+    assert again.flags == first.flags
+    ann = {f.code for f in read_flags(course_dir, "ann", "ch04_multi_head_attention")}
+    assert ann == {"cell_error", COPIED_REFERENCE}
+
+
+def test_the_report_shows_the_pairs_side_by_side_as_inert_text(tmp_path):
+    exercise = "ch02.scaled_dot_product_attention"
+    hostile = solution(exercise).replace(
+        "    return weights", "    label = '<script>alert(1)</script>'\n    return weights")
+    assert "<script>" in hostile
+    course_dir = graded_class(tmp_path, "ch02_attention", {"eve": {exercise: hostile}})
+    check = check_chapter("ch02_attention", root=ROOT, course_dir=course_dir)
+    page = check.report.read_text(encoding="utf-8")
+    assert check.report == course_dir / "similarity" / "ch02_attention.html"
+    assert "<script" not in page and "&lt;script&gt;" in page  # learners' code is text
+    assert "<mark>" in page and "flagged" in page
+    assert "solutions/ch02_attention/ch02_attention.ipynb" in page
+
+
+def test_the_command_prints_the_flagged_pairs_and_rejects_a_bad_threshold(tmp_path, capsys):
+    exercise = "ch02.scaled_dot_product_attention"
+    course_dir = graded_class(tmp_path, "ch02_attention", {"eve": {exercise: solution(exercise)}})
+    where = ["--course-dir", str(course_dir)]
+    assert main(["similarity", "ch02", *where]) == 1
+    printed = capsys.readouterr().out
+    assert "eve" in printed and COPIED_REFERENCE in printed and "100%" in printed
+    assert main(["similarity", "ch02", "--threshold", "1.5", *where]) == 2
+    assert "in (0, 1]" in capsys.readouterr().err
+    assert main(["similarity", "ch02", "--threshold", "1", *where]) == 1
+
+
+def test_copy_flags_are_in_the_csv_and_never_in_the_learners_feedback(tmp_path):
+    from autograder.pipeline.feedback import generate_feedback
+    from autograder.pipeline.gradebook import save_grades
+    from autograder.pipeline.release import generate
+    from autograder.pipeline.report import export_csv
+
+    chapter, exercise = "ch02_attention", "ch02.scaled_dot_product_attention"
+    root, course_dir = tmp_path / "root", tmp_path / "root" / "course"
+    shutil.copytree(ROOT / "solutions" / chapter, root / "solutions" / chapter)
+    generate([chapter], root=root, course_dir=course_dir)
+    course = Course.of(root, course_dir)
+    for student in ("eve", "fay"):
+        nb = copy.deepcopy(nbformat.read(course.release_notebook(chapter), as_version=4))
+        next(c for _, c in solution_cells(nb) if grade_id(c) == cell_of(exercise)).source = (
+            solution(exercise))
+        path = course.notebook("autograded", student, chapter)
+        path.parent.mkdir(parents=True)
+        nbformat.write(nb, path)
+        save_grades(course.config(), student, chapter, nb, None, flagged=False)
+    check_chapter(chapter, root=root, course_dir=course_dir)
+    assert {f.code for f in read_flags(course_dir, "eve", chapter)} == {
+        COPIED_REFERENCE, SIMILAR_SUBMISSIONS}
+
+    text = export_csv(root=root, course_dir=course_dir)
+    assert "copied_reference;similar_submissions" in text and "fay (100%" in text
+    pages = generate_feedback([chapter], root=root, course_dir=course_dir).written
+    assert len(pages) == 2
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        for word in (COPIED_REFERENCE, SIMILAR_SUBMISSIONS, "course's own code", "similarity/",
+                     "fay (", "eve ("):
+            assert word not in html, (page, word)
