@@ -12,13 +12,21 @@ import inspect
 import pkgutil
 import re
 import textwrap
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from autograder.exercises.checking import CheckContext, CheckFailure, describe, seed_for
+from autograder.exercises.checking import (
+    CheckContext,
+    CheckFailure,
+    collect_notes,
+    describe,
+    seed_for,
+)
 
 CHAPTERS: dict[str, str] = {
     "ch01": "ch01_positional_encoding",
@@ -40,10 +48,23 @@ CheckFunction = Callable[[CheckContext, Callable[..., Any]], None]
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The outcome of grading one function: ``passed`` and a message for the learner."""
+    """The outcome of grading one function.
+
+    Attributes:
+        passed: whether every check passed (notes cost no points).
+        message: what the learner reads: the success line followed by one ``"Note: ..."`` line
+            per note, or the diagnosis of the first check that failed.
+        notes: advice on a passing answer that costs no points (e.g. a float32 result that
+            came back float64), each also a line of ``message``.
+        rule: which rule of the checks failed, as ``"<check module>:<line> <toolkit function>"``
+            (e.g. ``"ch04:271 expect_raises"``); None when passed. Visible and hidden checks
+            run one code, so a failure's rule names the same check in both modes.
+    """
 
     passed: bool
     message: str
+    notes: tuple[str, ...] = ()
+    rule: str | None = None
 
 
 @dataclass(frozen=True)
@@ -235,15 +256,34 @@ def grade_function(exercise_id: str, fn: Any, hidden: bool = False) -> CheckResu
     )
     try:
         # Overflow warnings from learner code would only repeat what the message says.
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), collect_notes() as notes:
             exercise.check(context, fn)
     except CheckFailure as exc:
-        return CheckResult(False, f"{prefix} failed: {exc}")
+        return CheckResult(False, f"{prefix} failed: {exc}", rule=failed_rule(exc))
     except Exception as exc:  # an odd return value can break a check anywhere
         return CheckResult(False, f"{prefix} failed: the check stopped with "
                                   f"{type(exc).__name__}: {exc}. Look at what your function "
-                                  f"returns (types and shapes) against its docstring.")
-    return CheckResult(True, f"{prefix}: all passed.")
+                                  f"returns (types and shapes) against its docstring.",
+                           rule=f"{failed_rule(exc)} {type(exc).__name__}")
+    lines = [f"{prefix}: all passed."] + [f"Note: {text}" for text in notes.values()]
+    return CheckResult(True, "\n".join(lines), notes=tuple(notes.values()))
+
+
+_EXERCISES_DIR = Path(__file__).resolve().parent
+
+
+def failed_rule(exc: BaseException) -> str:
+    """Where in the checks ``exc`` stopped them: the last line of a chapter's check module on
+    its way (``"ch04:271"``) and the toolkit function below it that raised
+    (``"expect_raises"``), e.g. ``"ch04:271 expect_raises"``."""
+    site, raiser = "check", ""
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        path = Path(frame.f_code.co_filename).resolve()
+        if path.parent == _EXERCISES_DIR / "checks":
+            site, raiser = f"{path.stem}:{line}", ""
+        elif path.parent == _EXERCISES_DIR and frame.f_code.co_name not in ("fail", "call"):
+            raiser = raiser or frame.f_code.co_name
+    return f"{site} {raiser}".strip()
 
 
 def _codes(value: Any) -> set[tuple[Any, ...]]:
@@ -305,9 +345,18 @@ def render_failure(message: str, width: int = 100) -> list[str]:
     return lines
 
 
+def render_pass(result: CheckResult, width: int = 100) -> str:
+    """What a notebook prints for a passed check: the success line, then each note as a
+    wrapped paragraph starting ``Note:`` (plain text: the feedback page shows it as printed)."""
+    head = result.message.split("\n", 1)[0]
+    notes = [textwrap.fill(f"Note: {text}", width, break_long_words=False,
+                           break_on_hyphens=False) for text in result.notes]
+    return "\n".join([head, *notes])
+
+
 def check(exercise_id: str, fn: Any, hidden: bool = False) -> None:
-    """Notebook test cells: print a success line, or raise :class:`CheckFailed` (an
-    AssertionError) with the diagnosis.
+    """Notebook test cells: print a success line (and the notes of a passing answer, which
+    cost no points), or raise :class:`CheckFailed` (an AssertionError) with the diagnosis.
 
     Raises:
         CheckFailed: the function failed a check (nbgrader then scores the cell 0).
@@ -324,4 +373,4 @@ def check(exercise_id: str, fn: Any, hidden: bool = False) -> None:
     result = grade_function(exercise_id, fn, hidden=hidden)
     if not result.passed:
         raise CheckFailed(result.message)
-    print(result.message)
+    print(render_pass(result))

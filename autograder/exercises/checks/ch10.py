@@ -160,6 +160,10 @@ class _Case:
             self.expected = greedy_decode(model, src, src_mask, max_len, **ids)
         else:
             self.expected = reference(model, src, src_mask, max_len, **kwargs)
+        # What ignoring custom start and end ids gives: the defaults' hypotheses.
+        defaults = {k: v for k, v in kwargs.items() if k not in ("bos_id", "eos_id")}
+        self.with_default_ids = (reference(model, src, src_mask, max_len, **defaults)
+                                 if defaults != kwargs and kwargs.get("beam_size") != 1 else None)
         self.unnormalised: list[list[int]] | None = None
         self.greedy: list[list[int]] | None = None
         self._reference = reference
@@ -264,12 +268,16 @@ def _designed_hint(cases: Sequence[_Case], outputs: Sequence[list[list[int]]]) -
 
 
 def _decode(fn: Callable[..., Any], case: _Case) -> list[list[int]]:
-    """The learner's hypotheses on ``case``, checked for their form."""
-    from transformer_ref.vocab import EOS_ID
+    """The learner's hypotheses on ``case``, checked for their form (and for the default
+    start and end ids where the case passes others)."""
+    from transformer_ref.vocab import BOS_ID, EOS_ID
 
     what = case.describe(getattr(fn, "__name__", "beam_search"))
     got = call_torch(fn, case.model, case.src, case.src_mask, case.max_len, **case.kwargs)
     got = _id_lists(got, case.src.size(0), what)
+    if case.with_default_ids is not None and got == case.with_default_ids != case.expected:
+        fail(f"{what}: these are the hypotheses of the default start and end ids "
+             f"({BOS_ID} and {EOS_ID}): start from bos_id and stop at eos_id, the arguments.")
     eos_id = case.kwargs.get("eos_id", EOS_ID)
     for b, hyp in enumerate(got):
         if eos_id in hyp:
