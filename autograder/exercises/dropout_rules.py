@@ -198,7 +198,9 @@ InnerCheck = Callable[..., None]
 
 def inner_check(reference: nn.Module) -> tuple[InnerCheck, str] | None:
     """The reader of the dropout inside a sub-layer like ``reference`` and the place it
-    accepts (for messages), or None for a sub-layer without an optional place."""
+    accepts (for messages), or None for a sub-layer without an optional place (any dropout
+    inside it is then misplaced). A new kind of sub-layer with an optional place (a GELU
+    network, say) adds its reader here, with the signature of :func:`check_attention_dropout`."""
     from transformer_ref.attention import MultiHeadAttention
     from transformer_ref.sublayers import PositionwiseFeedForward
 

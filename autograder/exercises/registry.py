@@ -23,6 +23,7 @@ import numpy as np
 from autograder.exercises.checking import (
     CheckContext,
     CheckFailure,
+    LearnerError,
     collect_notes,
     describe,
     seed_for,
@@ -275,7 +276,8 @@ _EXERCISES_DIR = Path(__file__).resolve().parent
 def failed_rule(exc: BaseException) -> str:
     """Where in the checks ``exc`` stopped them: the last line of a chapter's check module on
     its way (``"ch04:271"``) and the toolkit function below it that raised
-    (``"expect_raises"``), e.g. ``"ch04:271 expect_raises"``."""
+    (``"expect_raises"``; ``"learner_error"`` when the learner's code raised), e.g.
+    ``"ch04:271 expect_raises"``."""
     site, raiser = "check", ""
     for frame, line in traceback.walk_tb(exc.__traceback__):
         path = Path(frame.f_code.co_filename).resolve()
@@ -283,6 +285,8 @@ def failed_rule(exc: BaseException) -> str:
             site, raiser = f"{path.stem}:{line}", ""
         elif path.parent == _EXERCISES_DIR and frame.f_code.co_name not in ("fail", "call"):
             raiser = raiser or frame.f_code.co_name
+    if isinstance(exc, LearnerError):  # the learner's code raised, wherever it was called
+        raiser = "learner_error"
     return f"{site} {raiser}".strip()
 
 

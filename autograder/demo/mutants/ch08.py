@@ -557,6 +557,25 @@ model_no_positional_dropout = _model_keeping_dropout(r"layers\.")
 model_no_residual_dropout = _model_keeping_dropout(r"^pos_encoding|attn|feed_forward")
 
 
+class PositionsAlwaysDropped(PositionalEncoding):
+    """F.dropout without the training flag: it drops in eval mode too."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(x + self.pe[:, : x.size(1)].to(x.dtype), self.dropout.p)
+
+
+def model_dropout_in_eval(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1,
+                          *, norm_first=False, share_embeddings=False, tie_weights=False,
+                          max_len=5000, fast_attention=True):
+    """Its positional encoding keeps dropping after model.eval()."""
+    model = _assemble(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout, norm_first,
+                      share_embeddings, max_len, fast_attention)
+    model.pos_encoding = PositionsAlwaysDropped(d_model, dropout, max_len)
+    if tie_weights:
+        model.generator.proj.weight = model.tgt_embed.lut.weight
+    return model
+
+
 def model_default_init(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1, *,
                        norm_first=False, share_embeddings=False, tie_weights=False,
                        max_len=5000, fast_attention=True):
@@ -714,6 +733,8 @@ MUTANTS = [
     Mutant(MODEL, "no dropout on the sub-layer outputs", model_no_residual_dropout, False,
            "the sub-layer outputs get no dropout", every_secret=True),
     Mutant(MODEL, "the paper's dropout only", model_paper_dropout_only, True),
+    Mutant(MODEL, "positional dropout in eval mode", model_dropout_in_eval, False,
+           "still active after model.eval()"),
     Mutant(MODEL, "norm_first not passed on", model_post_ln_always, False, "norm_first"),
     Mutant(MODEL, "shared embeddings for two vocabularies", model_shares_any_vocabulary, False,
            "should raise ValueError (share_embeddings=True needs one vocabulary",

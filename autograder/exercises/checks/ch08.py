@@ -664,8 +664,9 @@ def check_make_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """ValueError for shared embeddings of two vocabulary sizes; then three configurations
     (post-LN with separate tables; pre-LN with a tied generator; shared embeddings): the
     model's structure, Xavier initialisation (first case), then
-    logits and parameter gradients against the reference with equal weights, causality over
-    the target, invariance to extra source padding; then, in training mode, the paper's
+    no randomness in eval mode, logits and parameter gradients against the reference with
+    equal weights, causality over the target, invariance to extra source padding; then, in
+    training mode, the paper's
     dropout on the embeddings plus positions and on every sub-layer's output (dropout inside
     the attentions and feed-forward networks accepted, not required)."""
     import torch
@@ -689,6 +690,7 @@ def check_make_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:
         inputs = _model_inputs(rng, config)
         what = (f"{_config_words(config)} applied to src {tuple(inputs[0].shape)}, tgt_in "
                 f"{tuple(inputs[1].shape)} and their masks")
+        expect_deterministic(pair.learner, inputs, _config_words(config))
         compare_forward(ctx, pair, inputs, call_description=what,
                         hints=_model_hints(pair.reference, inputs))
         _check_model_properties(rng, pair.learner, inputs, config["tgt_vocab"], what)
@@ -738,8 +740,6 @@ def _check_model_own_dropout(ctx: CheckContext, pair: ModulePair, inputs: tuple[
     logits in training mode equal the reference's under one seed: dropout on the embeddings
     plus positions, then on each sub-layer's output, in the model's order. Hints name a
     missing place."""
-    import torch
-
     seed = int(ctx.rng.integers(0, 2**31))
     got = training_output(pair.learner, inputs, seed, what, frozen=inner)
     reference = pair.reference
@@ -749,18 +749,17 @@ def _check_model_own_dropout(ctx: CheckContext, pair: ModulePair, inputs: tuple[
     def without(*paths: str) -> Tensor:
         return reference_training_output(reference, inputs, seed, [*inner, *paths])
 
-    with torch.no_grad():
-        hints = [
-            Hint("the sums of the embeddings and the positional encodings get no dropout: "
-                 "PositionalEncoding drops x + pe (the paper's place), so pass it the dropout "
-                 "argument.", without("pos_encoding")),
-            Hint("the sub-layer outputs get no dropout: every encoder and decoder layer drops "
-                 "each sub-layer's output before the residual add, so pass the dropout argument "
-                 "on to Encoder and Decoder.", without(*layers)),
-            Hint("neither the sums of the embeddings and positions nor the sub-layer outputs "
-                 "get dropout: pass the dropout argument on to PositionalEncoding, Encoder and "
-                 "Decoder.", without("pos_encoding", *layers)),
-        ]
+    hints = [
+        Hint("the sums of the embeddings and the positional encodings get no dropout: "
+             "PositionalEncoding drops x + pe (the paper's place), so pass it the dropout "
+             "argument.", without("pos_encoding")),
+        Hint("the sub-layer outputs get no dropout: every encoder and decoder layer drops "
+             "each sub-layer's output before the residual add, so pass the dropout argument "
+             "on to Encoder and Decoder.", without(*layers)),
+        Hint("neither the sums of the embeddings and positions nor the sub-layer outputs "
+             "get dropout: pass the dropout argument on to PositionalEncoding, Encoder and "
+             "Decoder.", without("pos_encoding", *layers)),
+    ]
     compare_tensors(got, without(), f"{what}: logits in training mode with every attention and "
                                     f"feed-forward module in eval mode (so only the dropout on "
                                     f"the embeddings plus positions and on the sub-layer outputs "
