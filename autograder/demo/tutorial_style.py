@@ -480,6 +480,26 @@ class UvaEncoderBlock(nn.Module):
         return self.norm2(x)
 
 
+class UvaSelfAttentionDroppingOutput(UvaSelfAttention):
+    """The attention with a dropout after its output projection."""
+
+    def __init__(self, input_dim: int, num_heads: int, dropout: float) -> None:
+        super().__init__(input_dim, num_heads)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        return self.dropout(super().forward(x, mask))
+
+
+class UvaEncoderBlockDroppingAttention(UvaEncoderBlock):
+    """The block around that attention: it drops the attention's output again (twice on one
+    tensor)."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.0) -> None:
+        super().__init__(d_model, h, d_ff, dropout)
+        self.self_attn = UvaSelfAttentionDroppingOutput(d_model, h, dropout)
+
+
 # --- minGPT: the MLP with GELU and dropout after the output projection ----------------------
 
 
@@ -621,6 +641,8 @@ TUTORIAL_STYLE = [
            D2lEncoderBlock, True),
     Mutant("ch07.encoder_layer", "UvA: attention without dropout, dropout inside linear_net",
            UvaEncoderBlock, True),
+    Mutant("ch07.encoder_layer", "UvA, with a dropout on the attention's output too",
+           UvaEncoderBlockDroppingAttention, False, "at an accepted place"),
     Mutant("ch08.shift_right", "d2l: BOS column and concatenation", d2l_shift_right, True),
     Mutant("ch08.make_tgt_mask", "Annotated Transformer: (B, T, T) mask",
            annotated_make_tgt_mask, False, "the head axis is missing"),
