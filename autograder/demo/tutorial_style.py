@@ -3,10 +3,11 @@ them, each with the thinnest adapter to the course's names and signatures.
 
 The code is the course's own; only the structure follows the tutorial named in each entry: the
 Annotated Transformer (Harvard NLP), pytorch-seq2seq (Ben Trevett), Dive into Deep Learning
-(d2l.ai), the UvA deep-learning tutorials and minGPT (Andrej Karpathy). Learners bring exactly
-such code, so the checks must judge it right and, where it differs from the course's contract,
-say how in terms of the tutorial's own choices. ``tests/demo/test_tutorial_style.py`` grades
-every entry of :data:`TUTORIAL_STYLE` (at least one per PyTorch exercise) in visible and
+(d2l.ai), the UvA deep-learning tutorials, minGPT (Andrej Karpathy), and the NumPy attention of
+the explanations the course builds on (scores divided by ``np.sqrt(d_k)``). Learners bring
+exactly such code, so the checks must judge it right and, where it differs from the course's
+contract, say how in terms of the tutorial's own choices. ``tests/demo/test_tutorial_style.py``
+grades every entry of :data:`TUTORIAL_STYLE` (at least one per PyTorch exercise) in visible and
 hidden mode and checks its verdict and message.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import copy
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -323,6 +325,79 @@ def d2l_shift_right(tgt: Tensor, bos_id: int = BOS_ID) -> Tensor:
     return torch.cat([bos, tgt[:, :-1]], 1)
 
 
+class D2lMultiHeadAttention(nn.Module):
+    """Heads folded into the batch axis (``transpose_qkv``: (B, n, d) -> (B * h, n, d / h)) and
+    ``torch.bmm``, dropout on the attention weights; the adapter names the projections w_q ...
+    w_o (with biases, as the course's) and takes a boolean mask instead of ``valid_lens``."""
+
+    def __init__(self, num_hiddens: int, num_heads: int, dropout: float) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.dropout = nn.Dropout(dropout)
+        self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(num_hiddens, num_hiddens)
+                                                  for _ in range(4))
+
+    def transpose_qkv(self, X: Tensor) -> Tensor:
+        X = X.reshape(X.shape[0], X.shape[1], self.num_heads, -1).permute(0, 2, 1, 3)
+        return X.reshape(-1, X.shape[2], X.shape[3])
+
+    def transpose_output(self, X: Tensor) -> Tensor:
+        X = X.reshape(-1, self.num_heads, X.shape[1], X.shape[2]).permute(0, 2, 1, 3)
+        return X.reshape(X.shape[0], X.shape[1], -1)
+
+    def forward(self, queries: Tensor, keys: Tensor, values: Tensor,
+                mask: Tensor | None = None) -> Tensor:
+        queries = self.transpose_qkv(self.w_q(queries))
+        keys, values = self.transpose_qkv(self.w_k(keys)), self.transpose_qkv(self.w_v(values))
+        scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(queries.shape[-1])
+        if mask is not None:  # (B, 1, n_q or 1, n_k) -> one row of masks per (sequence, head)
+            heads = mask.expand(-1, self.num_heads, scores.shape[1], -1)
+            scores = scores.masked_fill(~heads.reshape(scores.shape), -1e6)
+        self.attention_weights = F.softmax(scores, dim=-1)
+        output = torch.bmm(self.dropout(self.attention_weights), values)
+        return self.w_o(self.transpose_output(output))
+
+
+class D2lPositionWiseFFN(nn.Module):
+    """``dense2(relu(dense1(X)))``, no dropout (d2l drops in AddNorm); named w_1, w_2 here."""
+
+    def __init__(self, num_hiddens: int, ffn_num_hiddens: int) -> None:
+        super().__init__()
+        self.w_1, self.w_2 = nn.Linear(num_hiddens, ffn_num_hiddens), nn.Linear(ffn_num_hiddens,
+                                                                               num_hiddens)
+        self.relu = nn.ReLU()
+
+    def forward(self, X: Tensor) -> Tensor:
+        return self.w_2(self.relu(self.w_1(X)))
+
+
+class D2lAddNorm(nn.Module):
+    """``ln(dropout(Y) + X)``: the residual connection holds the dropout. The adapter hands the
+    layer norm in, so that the block keeps it under the course's name."""
+
+    def __init__(self, dropout: float) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, X: Tensor, Y: Tensor, ln: nn.LayerNorm) -> Tensor:
+        return ln(self.dropout(Y) + X)
+
+
+class D2lEncoderBlock(nn.Module):
+    """``addnorm1(X, attention(X, X, X))`` then ``addnorm2(Y, ffn(Y))``."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.self_attn = D2lMultiHeadAttention(d_model, h, dropout)
+        self.feed_forward = D2lPositionWiseFFN(d_model, d_ff)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.addnorm1, self.addnorm2 = D2lAddNorm(dropout), D2lAddNorm(dropout)
+
+    def forward(self, X: Tensor, mask: Tensor | None = None) -> Tensor:
+        Y = self.addnorm1(X, self.self_attn(X, X, X, mask), self.norm1)
+        return self.addnorm2(Y, self.feed_forward(Y), self.norm2)
+
+
 # --- UvA tutorials: one stacked qkv projection of the input (self-attention only) -----------
 
 
@@ -349,6 +424,80 @@ class UvaMultiheadAttention(nn.Module):
         attention = self.dropout(F.softmax(attn_logits, dim=-1))
         values = (attention @ v).permute(0, 2, 1, 3).reshape(batch_size, seq_length, -1)
         return self.w_o(values)
+
+
+class UvaSelfAttention(nn.Module):
+    """The tutorial's ``MultiheadAttention`` as its encoder block calls it, ``self_attn(x,
+    mask)``: no dropout anywhere inside; the adapter names the projections w_q ... w_o."""
+
+    def __init__(self, input_dim: int, num_heads: int) -> None:
+        super().__init__()
+        self.num_heads, self.head_dim = num_heads, input_dim // num_heads
+        self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(input_dim, input_dim)
+                                                  for _ in range(4))
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        batch_size, seq_length, embed_dim = x.size()
+        q, k, v = (w(x).reshape(batch_size, seq_length, self.num_heads, self.head_dim)
+                   .permute(0, 2, 1, 3) for w in (self.w_q, self.w_k, self.w_v))
+        attn_logits = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.head_dim)
+        if mask is not None:
+            attn_logits = attn_logits.masked_fill(mask == 0, -9e15)
+        values = torch.matmul(F.softmax(attn_logits, dim=-1), v)
+        return self.w_o(values.permute(0, 2, 1, 3).reshape(batch_size, seq_length, embed_dim))
+
+
+class UvaFeedForward(nn.Module):
+    """The tutorial's ``linear_net``: Linear, Dropout, ReLU, Linear (dropout before the ReLU);
+    the adapter names the layers w_1 and w_2 instead of indexing an nn.Sequential."""
+
+    def __init__(self, input_dim: int, dim_feedforward: int, dropout: float) -> None:
+        super().__init__()
+        self.w_1, self.w_2 = nn.Linear(input_dim, dim_feedforward), nn.Linear(dim_feedforward,
+                                                                              input_dim)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_2(torch.relu(self.dropout(self.w_1(x))))
+
+
+class UvaEncoderBlock(nn.Module):
+    """``x = norm1(x + dropout(self_attn(x, mask)))``, then the same around ``linear_net``."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.self_attn = UvaSelfAttention(d_model, h)
+        self.feed_forward = UvaFeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        attn_out = self.self_attn(x, mask=mask)
+        x = x + self.dropout(attn_out)
+        x = self.norm1(x)
+        linear_out = self.feed_forward(x)
+        x = x + self.dropout(linear_out)
+        return self.norm2(x)
+
+
+class UvaSelfAttentionDroppingOutput(UvaSelfAttention):
+    """The attention with a dropout after its output projection."""
+
+    def __init__(self, input_dim: int, num_heads: int, dropout: float) -> None:
+        super().__init__(input_dim, num_heads)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        return self.dropout(super().forward(x, mask))
+
+
+class UvaEncoderBlockDroppingAttention(UvaEncoderBlock):
+    """The block around that attention: it drops the attention's output again (twice on one
+    tensor)."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.0) -> None:
+        super().__init__(d_model, h, d_ff, dropout)
+        self.self_attn = UvaSelfAttentionDroppingOutput(d_model, h, dropout)
 
 
 # --- minGPT: the MLP with GELU and dropout after the output projection ----------------------
@@ -430,7 +579,48 @@ def packing_style_translate_batched(model, sources, max_len, batch_size=32, pad_
     return restored
 
 
+# --- NumPy attention as the explanations write it: np.matmul and a division by np.sqrt(d_k) ---
+
+
+def numpy_softmax(x: np.ndarray) -> np.ndarray:
+    e_x = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    return e_x / np.sum(e_x, axis=-1, keepdims=True)
+
+
+def sqrt_scaled_dot_product_attention(Q, K, V, mask=None):
+    """``softmax(Q K^T / np.sqrt(d_k)) V``. np.sqrt of the integer d_k is a NumPy float64, so
+    float32 inputs come back float64 (NumPy 2's promotion): right values, with a note."""
+    d_k = Q.shape[-1]
+    scores = np.matmul(Q, np.swapaxes(K, -2, -1)) / np.sqrt(d_k)
+    if mask is not None:
+        scores = np.where(mask, scores, -1e9)
+    weights = numpy_softmax(scores)
+    return np.matmul(weights, V), weights
+
+
+def sqrt_multi_head_attention(x_q, x_kv, W_q, W_k, W_v, W_o, num_heads, mask=None):
+    """Project, split into heads, attend with the function above, concatenate, project."""
+    d_model = W_q.shape[0]
+    depth = d_model // num_heads
+
+    def split_heads(x):
+        *batch, seq_len, _ = x.shape
+        return np.swapaxes(x.reshape(*batch, seq_len, num_heads, depth), -3, -2)
+
+    Q, K, V = split_heads(x_q @ W_q), split_heads(x_kv @ W_k), split_heads(x_kv @ W_v)
+    if mask is not None:
+        mask = np.expand_dims(mask, -3).astype(bool)
+    heads, weights = sqrt_scaled_dot_product_attention(Q, K, V, mask)
+    concat = np.swapaxes(heads, -3, -2)
+    concat = concat.reshape(*concat.shape[:-2], d_model)
+    return concat @ W_o, weights
+
+
 TUTORIAL_STYLE = [
+    Mutant("ch02.scaled_dot_product_attention", "NumPy, divided by np.sqrt(d_k)",
+           sqrt_scaled_dot_product_attention, True, note="np.sqrt(d_k)"),
+    Mutant("ch04.multi_head_attention", "NumPy, divided by np.sqrt(d_k)",
+           sqrt_multi_head_attention, True, note="np.sqrt(d_k)"),
     Mutant("ch07.multi_head_attention", "Annotated Transformer: attention() and a loop over "
            "the projections", AnnotatedMultiHeadedAttention, True),
     Mutant("ch07.multi_head_attention", "UvA: one qkv projection of the input",
@@ -447,6 +637,12 @@ TUTORIAL_STYLE = [
            "LayerNorm", AnnotatedEncoderLayer, False, "3 differences at once"),
     Mutant("ch07.encoder_layer", "pytorch-seq2seq: post-LN with named layer norms",
            Seq2SeqEncoderLayer, True),
+    Mutant("ch07.encoder_layer", "d2l: AddNorm holds the dropout, an FFN without dropout",
+           D2lEncoderBlock, True),
+    Mutant("ch07.encoder_layer", "UvA: attention without dropout, dropout inside linear_net",
+           UvaEncoderBlock, True),
+    Mutant("ch07.encoder_layer", "UvA, with a dropout on the attention's output too",
+           UvaEncoderBlockDroppingAttention, False, "at an accepted place"),
     Mutant("ch08.shift_right", "d2l: BOS column and concatenation", d2l_shift_right, True),
     Mutant("ch08.make_tgt_mask", "Annotated Transformer: (B, T, T) mask",
            annotated_make_tgt_mask, False, "the head axis is missing"),

@@ -10,6 +10,10 @@ Comparisons use the course tolerances (``rtol=1e-4, atol=1e-5`` for float64 resu
 ``rtol=1e-3, atol=1e-4`` for float32 ones) and name the largest error, its index and both
 values. A :class:`Hint` recognises the output of a known bug (by computing what the buggy
 formula gives, or with a predicate) and adds a targeted sentence to the message.
+
+Advice that costs no points (a float32 result that came back float64 with the right values) is
+a note: :func:`note` records it while the check goes on, and a check that passes shows its
+notes with the success line.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -68,6 +73,35 @@ def grading_secret() -> str | None:
         return None
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     return (lines[0].strip() if lines else "") or None
+
+
+# The notes of the check that is running: None outside one (see collect_notes).
+_NOTES: ContextVar[dict[Any, str] | None] = ContextVar("autograder_check_notes", default=None)
+
+
+def note(key: Any, message: str) -> None:
+    """Record advice that costs no points: the check goes on, and if it passes, the learner
+    reads ``message`` under the success line (in the notebook and in the feedback).
+
+    Args:
+        key: notes with equal keys are one note (the first message is kept), so that a rule
+            met by several results of one check is told once.
+        message: the whole note, a sentence or two that say what and how to change it.
+    """
+    notes = _NOTES.get()
+    if notes is not None:
+        notes.setdefault(key, message)
+
+
+@contextmanager
+def collect_notes() -> Iterator[dict[Any, str]]:
+    """Within the block, :func:`note` records into the dict yielded (key -> message)."""
+    notes: dict[Any, str] = {}
+    token = _NOTES.set(notes)
+    try:
+        yield notes
+    finally:
+        _NOTES.reset(token)
 
 
 def seed_for(exercise_id: str, hidden: bool) -> int:
@@ -358,6 +392,14 @@ def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return result
 
 
+def shows(text: str, value: Any) -> bool:
+    """Whether ``text`` shows ``value``: a number as a whole number (``3`` is not in ``13``
+    nor in ``0.3``), anything else as a substring."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return re.search(rf"(?<![\d.]){int(value)}(?![\d]|\.\d)", text) is not None
+    return str(value) in text
+
+
 def expect_raises(
     fn: Callable[..., Any],
     errors: type[BaseException] | tuple[type[BaseException], ...],
@@ -369,37 +411,40 @@ def expect_raises(
     """Check that ``fn(*args, **kwargs)`` raises one of ``errors`` because of ``reason``.
 
     Args:
+        errors: the accepted exception types; ``Exception`` accepts any error (the stub's
+            NotImplementedError never counts).
         reason: the rule the arguments break, as the message tells it to the learner.
         mentions: values the exception's message must show (e.g. the offending numbers),
-            compared as text.
+            compared with :func:`shows`.
 
     Returns:
         The exception raised.
     """
     errors = errors if isinstance(errors, tuple) else (errors,)
-    names = " or ".join(e.__name__ for e in errors)
+    # Exception itself: any error will do; the advice then suggests a ValueError.
+    names = "an error" if Exception in errors else " or ".join(e.__name__ for e in errors)
+    advised = "ValueError" if Exception in errors else errors[0].__name__
     where = describe_call(fn, args, kwargs)
     try:
         result = fn(*args, **kwargs)
+    except NotImplementedError as exc:
+        raise CheckFailure(f"{where} raised NotImplementedError: the exercise is not done yet.") \
+            from exc
     except errors as exc:
-        missing = [str(m) for m in mentions if str(m) not in str(exc)]
+        missing = [str(m) for m in mentions if not shows(str(exc), m)]
         if missing:
             fail(f"{where} raised {type(exc).__name__}: {exc!s} ({reason}), but the message "
                  f"should show {' and '.join(str(m) for m in mentions)} so that whoever meets "
                  f"it sees what is wrong: for example `raise {type(exc).__name__}(f\"... "
                  f"{{...}} ...\")` with the values in the f-string.")
         return exc
-    except NotImplementedError as exc:
-        raise CheckFailure(f"{where} raised NotImplementedError: the exercise is not done yet.") \
-            from exc
     except (Exception, SystemExit) as exc:
         location = describe_location(exc)
         fail(f"{where} should raise {names} ({reason}), but raised "
              f"{type(exc).__name__}: {exc}{' ' + location if location else ''}. Check the "
-             f"arguments first and `raise {errors[0].__name__}(...)` with a message that says "
-             f"why.")
+             f"arguments first and `raise {advised}(...)` with a message that says why.")
     fail(f"{where} should raise {names} ({reason}), but it returned {describe(result)}. "
-         f"Check the input and `raise {errors[0].__name__}(...)` with a message that says why.")
+         f"Check the input and `raise {advised}(...)` with a message that says why.")
 
 
 # ----------------------------------------------------------------------------- results
@@ -516,17 +561,29 @@ def _shape_words(shape: tuple[int, ...] | None) -> str:
     return "" if shape is None else f" of shape {tuple(shape)}"
 
 
-# Why a result keeps the inputs' float dtype, and why a mask is boolean (for the messages).
-KEEP_DTYPE = "the result keeps the float dtype of the inputs, as the exercise says"
+# Why a result should keep the inputs' float dtype, and why a mask is boolean (for the messages).
+KEEP_DTYPE = ("keeping the inputs' float dtype is good practice, not graded: float32 takes half "
+              "the memory of float64 and is the dtype models train in")
 BOOL_MASK_RULE = (
     "the masks the course builds are boolean: functions that take a mask also accept 0/1 "
     "numbers, but ~mask of 0/1 integers gives -1 and -2, not the opposite mask"
 )
+# How float32 arrays become float64 under NumPy 2's promotion rules (NEP 50).
 FLOAT32_ADVICE = (
-    "A NumPy float64 value such as np.sqrt(d) or np.float64(...) turns a float32 array into "
-    "float64 (a Python float such as d ** 0.5 does not); or convert at the end with "
-    ".astype(x.dtype)."
+    "Under NumPy 2 a NumPy float64 scalar makes a float32 array float64: np.sqrt(d_k) of an "
+    "int returns one, and so do np.float64(...) and 0-d float64 arrays, while a Python float "
+    "does not (math.sqrt(d_k), d_k ** 0.5). Or convert at the end: .astype(x.dtype)."
 )
+
+
+def dtype_note(got: np.dtype, wanted: np.dtype, what: str, rule: str | None = None,
+               advice: str | None = None) -> str:
+    """The note for a result whose values are right in another float dtype than ``wanted``."""
+    if advice is None:
+        advice = (FLOAT32_ADVICE if wanted == np.float32 and got == np.float64
+                  else f"Convert at the end with .astype(np.{wanted}).")
+    return (f"{what} came back {got} where the exercise asks for {wanted}; the values are "
+            f"right, so this costs no points ({rule or KEEP_DTYPE}). {advice}")
 
 
 def compare(
@@ -537,24 +594,28 @@ def compare(
     hints: Iterable[Hint] = (),
     dtype: str | np.dtype | type | None = None,
     dtype_rule: str | None = None,
+    dtype_advice: str | None = None,
     rtol: float | None = None,
     atol: float | None = None,
 ) -> np.ndarray:
     """Check that the learner's ``got`` equals ``expected`` (type, shape, dtype, values).
 
     Floating results must match within the course tolerances of ``expected``'s dtype (or the
-    given ``rtol``/``atol``); boolean and integer results must match exactly. On failure the
-    message names the first problem, and the first of ``hints`` that recognises ``got`` adds
-    its sentence (so list the most specific hints first). A float result of another float
-    dtype than a required one fails after its values are compared, and a 0/1 array of numbers
-    where a boolean one is expected is compared as booleans first, so that the message can
+    given ``rtol``/``atol``); boolean and integer results must match exactly, in their kind.
+    On failure the message names the first problem, and the first of ``hints`` that
+    recognises ``got`` adds its sentence (so list the most specific hints first). A float
+    result whose values are right in another float dtype than the one asked for passes with a
+    :func:`note` (the float dtype alone costs no points); a 0/1 array of numbers where a
+    boolean one is expected fails, and is compared as booleans first, so that the message can
     say whether the values are right.
 
     Args:
         dtype: passed to :func:`expect_array`; by default ``"bool"`` for boolean ``expected``,
-            ``"float"`` for floating ``expected``, otherwise ``expected``'s dtype.
-        dtype_rule: why the required dtype is required, for the message (default:
-            :data:`KEEP_DTYPE`, or :data:`BOOL_MASK_RULE` for boolean results).
+            ``"float"`` for floating ``expected``, otherwise ``expected``'s dtype. A floating
+            dtype is the one the note recommends.
+        dtype_rule: why that dtype, for the message or the note (default: :data:`KEEP_DTYPE`,
+            or :data:`BOOL_MASK_RULE` for boolean results).
+        dtype_advice: how to get the float dtype, for the note (default: :func:`dtype_note`'s).
 
     Returns:
         ``got`` as validated.
@@ -587,10 +648,8 @@ def compare(
     except CheckFailure as exc:
         raise CheckFailure(add_hint(str(exc), got, hints)) from None
     if exact_float and got.dtype != np.dtype(dtype):
-        advice = FLOAT32_ADVICE if np.dtype(dtype) == np.float32 else \
-            f"Convert with .astype(np.{np.dtype(dtype)})."
-        fail(f"{what}: the values are right, but the result is {got.dtype} where "
-             f"{np.dtype(dtype)} is expected: {dtype_rule or KEEP_DTYPE}. {advice}")
+        note(("float dtype", got.dtype.str, np.dtype(dtype).str),
+             dtype_note(got.dtype, np.dtype(dtype), what, dtype_rule, dtype_advice))
     return got
 
 

@@ -7,7 +7,8 @@ learners and tutorials do differently: the order of norm and sub-layer (post-LN 
 the layer-norm formula (the unbiased standard deviation, ``eps`` added to the standard
 deviation instead of the variance, as the Annotated Transformer writes it, with its eps of
 1e-6 or nn.LayerNorm's 1e-5), a missing residual
-path, and where the layer's own dropout acts.
+path, and where the layer's own dropout acts (:func:`check_layer_dropout` applies the paper's
+dropout rules of :mod:`autograder.exercises.dropout_rules` to a layer).
 
 torch is imported inside the functions, so importing this module stays torch-free.
 """
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autograder.exercises.checking import CheckContext, Hint
+from autograder.exercises.dropout_rules import check_dropout_placement
 from autograder.exercises.torch_checking import (
     ModulePair,
     compare_tensors,
@@ -174,16 +176,27 @@ def silenced(pair: ModulePair, attention: Sequence[str]) -> Iterator[None]:
         load_reference_weights(pair.reference, pair.learner, pair.what)
 
 
+# The paper's dropout rate, which learners type in instead of passing the argument on.
+TYPED_IN_RATE = 0.1
+
+
+def residual_words(norm_first: bool) -> str:
+    """Where a layer's own dropout acts, as a formula."""
+    return "x + dropout(sublayer(norm(x)))" if norm_first else "norm(x + dropout(sublayer(x)))"
+
+
 def check_residual_dropout(
     ctx: CheckContext, pair: ModulePair, inputs: Sequence[Any], sublayers: Sequence[str],
     steps: Callable[[nn.Module], Sequence[Step]], norm_first: bool, what: str,
 ) -> None:
-    """The layer's own dropout acts on each sub-layer's output, before the residual sum.
+    """The layer's own dropout acts on each sub-layer's output, before the residual sum, once.
 
     The sub-layers (``sublayers``, e.g. ``("self_attn", "feed_forward")``) stay in eval mode,
-    so that only the layer's own dropout acts; learner and reference run with the same seed,
-    so the same dropout calls draw the same masks and the outputs must agree. Hints name
-    the other places, computed with the same seed.
+    so that only the layer's own dropout acts, wherever the layer keeps it (``self.dropout``,
+    one module per sub-layer, d2l's ``AddNorm``, ``F.dropout``); learner and reference run
+    with the same seed, so the same dropout calls draw the same masks and the outputs must
+    agree. Hints name the other places (none, after the norm, on the sum with the residual,
+    twice), computed with the same seed.
 
     Args:
         steps: the layer's steps built from a layer (the reference's, for the hints).
@@ -200,6 +213,12 @@ def check_residual_dropout(
             manual_seed(reference, seed)
             return compute()
 
+    def twice(h: Tensor) -> Tensor:
+        return reference.dropout(reference.dropout(h))
+
+    def typed_in(h: Tensor) -> Tensor:  # the paper's rate, typed in instead of the argument
+        return torch.nn.functional.dropout(h, TYPED_IN_RATE, training=True)
+
     expected = seeded(lambda: reference(*inputs))
     x = inputs[0]
     place_words = {
@@ -207,14 +226,49 @@ def check_residual_dropout(
         "after_norm": "dropout acts after the layer norm",
         "on_sum": "dropout acts on the sum that includes the residual x, so x itself is dropped",
     }
-    where = "x + dropout(sublayer(norm(x)))" if norm_first else "norm(x + dropout(sublayer(x)))"
-    hints = [Hint(f"{words}: apply self.dropout to each sub-layer's output before it is added "
-                  f"to x, {where}.",
+    where = residual_words(norm_first)
+    hints = [Hint(f"{words}: apply the layer's dropout to each sub-layer's output before it is "
+                  f"added to x, {where}.",
                   buggy=seeded(lambda place=place: run(x, steps(reference), reference.dropout,
                                                        norm_first=norm_first,
                                                        dropout_at=place)))
              for place, words in place_words.items()]
+    hints.append(Hint(f"dropout acts twice on each sub-layer's output: apply it once, {where}.",
+                      buggy=seeded(lambda: run(x, steps(reference), twice,
+                                               norm_first=norm_first))))
+    if reference.dropout.p != TYPED_IN_RATE:
+        hints.append(Hint(f"the sub-layer outputs are dropped with p={TYPED_IN_RATE} typed in, "
+                          f"not with the layer's dropout argument (p={reference.dropout.p}): "
+                          f"build the dropout from the argument.",
+                          buggy=seeded(lambda: run(x, steps(reference), typed_in,
+                                                   norm_first=norm_first))))
     compare_tensors(got, expected,
                     f"output of {what} in training mode with {' and '.join(sublayers)} in eval "
-                    f"mode (so only the layer's own dropout acts) and the same random seed as "
-                    f"the reference", hints=hints)
+                    f"mode (so only the layer's own dropout acts, on each sub-layer's output: "
+                    f"{where}) and the same random seed as the reference", hints=hints)
+
+
+def check_layer_dropout(
+    ctx: CheckContext, pair: ModulePair, inputs: Sequence[Any], sublayers: Sequence[str],
+    steps: Callable[[nn.Module], Sequence[Step]], norm_first: bool, p: float, what: str,
+) -> None:
+    """The paper's dropout in a layer of residual sub-layers, in training mode: required on
+    each sub-layer's output before the residual add; accepted, not required, inside the
+    sub-layers (attention weights, feed-forward hidden activations); see
+    :mod:`autograder.exercises.dropout_rules` for the whole rule and how it is checked.
+
+    Args:
+        pair: built with dropout ``p`` and sizes the readers need (attention heads of width
+            >= 3, ``d_ff < d_model``).
+        sublayers: the names of the sub-layer modules, e.g. ``("self_attn", "feed_forward")``.
+        steps, norm_first: as for :func:`check_residual_dropout`.
+    """
+    rule = (f"The paper drops each sub-layer's output before the residual add, "
+            f"{residual_words(norm_first)}: pass the dropout argument on to nn.Dropout and "
+            f"apply it there (dropout on the attention weights and on the feed-forward "
+            f"network's hidden activations is allowed as well, not required).")
+    check_dropout_placement(
+        ctx, pair, inputs, p, what, optional=[[name] for name in sublayers],
+        own=lambda: check_residual_dropout(ctx, pair, inputs, sublayers, steps, norm_first,
+                                           what),
+        rule=rule)

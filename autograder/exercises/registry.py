@@ -13,8 +13,10 @@ import os
 import pkgutil
 import re
 import textwrap
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,6 +25,8 @@ from autograder.exercises.checking import (
     CHECKS_ENV,
     CheckContext,
     CheckFailure,
+    LearnerError,
+    collect_notes,
     describe,
     seed_for,
 )
@@ -47,10 +51,23 @@ CheckFunction = Callable[[CheckContext, Callable[..., Any]], None]
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The outcome of grading one function: ``passed`` and a message for the learner."""
+    """The outcome of grading one function.
+
+    Attributes:
+        passed: whether every check passed (notes cost no points).
+        message: what the learner reads: the success line followed by one ``"Note: ..."`` line
+            per note, or the diagnosis of the first check that failed.
+        notes: advice on a passing answer that costs no points (e.g. a float32 result that
+            came back float64), each also a line of ``message``.
+        rule: which rule of the checks failed, as ``"<check module>:<line> <toolkit function>"``
+            (e.g. ``"ch04:271 expect_raises"``); None when passed. Visible and hidden checks
+            run one code, so a failure's rule names the same check in both modes.
+    """
 
     passed: bool
     message: str
+    notes: tuple[str, ...] = ()
+    rule: str | None = None
 
 
 @dataclass(frozen=True)
@@ -240,15 +257,37 @@ def grade_function(exercise_id: str, fn: Any, hidden: bool = False) -> CheckResu
     )
     try:
         # Overflow warnings from learner code would only repeat what the message says.
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), collect_notes() as notes:
             exercise.check(context, fn)
     except CheckFailure as exc:
-        return CheckResult(False, f"{prefix} failed: {exc}")
+        return CheckResult(False, f"{prefix} failed: {exc}", rule=failed_rule(exc))
     except Exception as exc:  # an odd return value can break a check anywhere
         return CheckResult(False, f"{prefix} failed: the check stopped with "
                                   f"{type(exc).__name__}: {exc}. Look at what your function "
-                                  f"returns (types and shapes) against its docstring.")
-    return CheckResult(True, f"{prefix}: all passed.")
+                                  f"returns (types and shapes) against its docstring.",
+                           rule=f"{failed_rule(exc)} {type(exc).__name__}")
+    lines = [f"{prefix}: all passed."] + [f"Note: {text}" for text in notes.values()]
+    return CheckResult(True, "\n".join(lines), notes=tuple(notes.values()))
+
+
+_EXERCISES_DIR = Path(__file__).resolve().parent
+
+
+def failed_rule(exc: BaseException) -> str:
+    """Where in the checks ``exc`` stopped them: the last line of a chapter's check module on
+    its way (``"ch04:271"``) and the toolkit function below it that raised
+    (``"expect_raises"``; ``"learner_error"`` when the learner's code raised), e.g.
+    ``"ch04:271 expect_raises"``."""
+    site, raiser = "check", ""
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        path = Path(frame.f_code.co_filename).resolve()
+        if path.parent == _EXERCISES_DIR / "checks":
+            site, raiser = f"{path.stem}:{line}", ""
+        elif path.parent == _EXERCISES_DIR and frame.f_code.co_name not in ("fail", "call"):
+            raiser = raiser or frame.f_code.co_name
+    if isinstance(exc, LearnerError):  # the learner's code raised, wherever it was called
+        raiser = "learner_error"
+    return f"{site} {raiser}".strip()
 
 
 def _prefix(exercise_id: str, hidden: bool) -> str:
@@ -319,9 +358,18 @@ def render_failure(message: str, width: int = 100) -> list[str]:
     return lines
 
 
+def render_pass(result: CheckResult, width: int = 100) -> str:
+    """What a notebook prints for a passed check: the success line, then each note as a
+    wrapped paragraph starting ``Note:`` (plain text: the feedback page shows it as printed)."""
+    head = result.message.split("\n", 1)[0]
+    notes = [textwrap.fill(f"Note: {text}", width, break_long_words=False,
+                           break_on_hyphens=False) for text in result.notes]
+    return "\n".join([head, *notes])
+
+
 def check(exercise_id: str, fn: Any, hidden: bool = False) -> None:
-    """Notebook test cells: print a success line, or raise :class:`CheckFailed` (an
-    AssertionError) with the diagnosis.
+    """Notebook test cells: print a success line (and the notes of a passing answer, which
+    cost no points), or raise :class:`CheckFailed` (an AssertionError) with the diagnosis.
 
     In a class, the learner's view of the course holds no checks: the class's checking service
     runs them (:mod:`autograder.learner.remote_check`), with the same verdict and message.
@@ -355,4 +403,4 @@ def check(exercise_id: str, fn: Any, hidden: bool = False) -> None:
     result = grade_function(exercise_id, fn, hidden=hidden)
     if not result.passed:
         raise CheckFailed(result.message)
-    print(result.message)
+    print(render_pass(result))

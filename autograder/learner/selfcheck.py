@@ -38,7 +38,7 @@ class ExerciseOutcome:
         exercise: the exercise id, e.g. ``"ch02.softmax"``.
         cell: number of the test cell in the notebook (from 1, as JupyterLab counts).
         passed: True when the test cell ran without an error.
-        message: the check's message (success line, or what failed and why).
+        message: the check's message (success line and its notes, or what failed and why).
     """
 
     exercise: str
@@ -85,6 +85,9 @@ class SelfCheckReport:
             out.append(f"  {'PASS' if item.passed else 'FAIL'}  {item.exercise}")
             if not item.passed:
                 out.append(f"        {item.message}")
+            elif "\nNote: " in item.message:  # advice that costs no points
+                note = item.message[item.message.index("\nNote: ") + 1:]
+                out += [f"        {line}" for line in note.splitlines()]
         if self.cell_errors:
             out.append("  other cells that raised an error:")
             out += [f"    cell {number}: {text}" for number, text in self.cell_errors]

@@ -1,42 +1,58 @@
-"""Every known bug fails the checks and every valid alternative passes, in both modes."""
+"""Every known bug fails the checks and every valid alternative passes, in both modes, and no
+bug is rejected by a rule that only the hidden checks apply."""
 
 from __future__ import annotations
 
 from collections import Counter
 
 import pytest
+from hidden_only import hidden_only_failure
 
 from autograder import exercises, grade_function
 from autograder.demo.mutants import Mutant, all_mutants
 from autograder.exercises.checking import SECRET_ENV
+from autograder.exercises.registry import CheckResult
 
 MUTANTS = all_mutants()
 EVERY_SECRET = [m for m in MUTANTS if m.every_secret]
 SECRETS = [f"secret number {i}" for i in range(20)]
 
 
-@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
-@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.id for m in MUTANTS])
-def test_mutant_is_judged_correctly(mutant: Mutant, hidden: bool):
-    result = grade_function(mutant.exercise, mutant.fn, hidden=hidden)
+def judged(mutant: Mutant, result: CheckResult, mode: str) -> None:
+    """The verdict, the hint of a bug and the note of a valid alternative."""
     if mutant.valid:
-        assert result.passed, f"a valid alternative was rejected: {result.message}"
+        assert result.passed, f"{mode}: a valid alternative was rejected: {result.message}"
+        if mutant.note is None:
+            assert not result.notes, f"{mode}: an unexpected note: {result.message}"
+        else:
+            assert result.notes and mutant.note in result.message, f"{mode}: {result.message}"
     else:
-        assert not result.passed, "a buggy implementation passed"
+        assert not result.passed, f"{mode}: a buggy implementation passed"
         if mutant.hint is not None:
-            assert mutant.hint in result.message
+            assert mutant.hint in result.message, f"{mode}: {result.message}"
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.id for m in MUTANTS])
+def test_mutant_is_judged_correctly(mutant: Mutant):
+    visible = grade_function(mutant.exercise, mutant.fn, hidden=False)
+    hidden = grade_function(mutant.exercise, mutant.fn, hidden=True)
+    judged(mutant, visible, "visible")
+    judged(mutant, hidden, "hidden")
+    assert hidden_only_failure(visible, hidden) is None, hidden_only_failure(visible, hidden)
 
 
 @pytest.mark.parametrize("mutant", EVERY_SECRET, ids=[m.id for m in EVERY_SECRET])
 def test_mutant_is_judged_correctly_under_every_secret(mutant: Mutant, monkeypatch):
-    """Hidden inputs follow AUTOGRADER_SECRET; these bugs fail, with their hint, whatever
-    it is (one test per mutant, so that the secrets of several run in parallel)."""
+    """Hidden inputs follow AUTOGRADER_SECRET; these bugs fail, with their hint and by a rule
+    the visible checks apply too, whatever it is (one test per mutant, so that the secrets of
+    several run in parallel)."""
+    visible = grade_function(mutant.exercise, mutant.fn, hidden=False)
     for secret in SECRETS:
         monkeypatch.setenv(SECRET_ENV, secret)
         result = grade_function(mutant.exercise, mutant.fn, hidden=True)
-        assert result.passed == mutant.valid, f"AUTOGRADER_SECRET={secret!r}: {result.message}"
-        if not mutant.valid and mutant.hint is not None:
-            assert mutant.hint in result.message, f"AUTOGRADER_SECRET={secret!r}"
+        judged(mutant, result, f"AUTOGRADER_SECRET={secret!r}")
+        problem = hidden_only_failure(visible, result)
+        assert problem is None, f"AUTOGRADER_SECRET={secret!r}: {problem}"
 
 
 def test_mutants_belong_to_registered_exercises():
@@ -45,6 +61,7 @@ def test_mutants_belong_to_registered_exercises():
     duplicates = [key for key, n in Counter((m.exercise, m.name) for m in MUTANTS).items()
                   if n > 1]
     assert not duplicates
+    assert not [m.id for m in MUTANTS if (m.note and not m.valid) or (m.hint and m.valid)]
 
 
 @pytest.mark.parametrize("exercise_id", exercises())

@@ -1,27 +1,51 @@
 """Code structured the way well-known tutorials structure it gets the right verdict and a
-message in its own terms (see autograder/demo/tutorial_style.py)."""
+message in its own terms (see autograder/demo/tutorial_style.py), in both modes, and is never
+rejected by a rule that only the hidden checks apply."""
 
 from __future__ import annotations
 
 import pytest
+from hidden_only import hidden_only_failure
 
 from autograder import exercises, grade_function
+from autograder.demo import tutorial_style
 from autograder.demo.mutants import Mutant
 from autograder.demo.tutorial_style import TUTORIAL_STYLE
+from autograder.exercises.checking import SECRET_ENV
 
 PYTORCH_EXERCISES = [e for e in exercises() if e.split(".")[0] >= "ch07"]
+# The layouts and the NumPy code that the paper's rules and the dtype notes must accept,
+# whatever the secret.
+EVERY_SECRET = [c for c in TUTORIAL_STYLE if c.fn in (
+    tutorial_style.D2lEncoderBlock, tutorial_style.UvaEncoderBlock,
+    tutorial_style.sqrt_scaled_dot_product_attention, tutorial_style.sqrt_multi_head_attention)]
+SECRETS = [f"secret number {i}" for i in range(20)]
 
 
-@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
 @pytest.mark.parametrize("code", TUTORIAL_STYLE, ids=[c.id for c in TUTORIAL_STYLE])
-def test_tutorial_style_code_is_judged_in_its_own_terms(code: Mutant, hidden: bool):
-    result = grade_function(code.exercise, code.fn, hidden=hidden)
-    if code.valid:
-        assert result.passed, result.message
-    else:
-        assert not result.passed
-        assert code.hint in result.message, result.message
+def test_tutorial_style_code_is_judged_in_its_own_terms(code: Mutant):
+    results = {hidden: grade_function(code.exercise, code.fn, hidden=hidden)
+               for hidden in (False, True)}
+    for result in results.values():
+        if code.valid:
+            assert result.passed, result.message
+            assert (code.note in result.message) if code.note else not result.notes, \
+                result.message
+        else:
+            assert not result.passed
+            assert code.hint in result.message, result.message
+    problem = hidden_only_failure(results[False], results[True])
+    assert problem is None, problem
+
+
+@pytest.mark.parametrize("code", EVERY_SECRET, ids=[c.id for c in EVERY_SECRET])
+def test_tutorial_layouts_pass_under_every_secret(code: Mutant, monkeypatch):
+    for secret in SECRETS:
+        monkeypatch.setenv(SECRET_ENV, secret)
+        result = grade_function(code.exercise, code.fn, hidden=True)
+        assert result.passed, f"AUTOGRADER_SECRET={secret!r}: {result.message}"
 
 
 def test_every_pytorch_exercise_is_tried_with_tutorial_style_code():
-    assert {c.exercise for c in TUTORIAL_STYLE} == set(PYTORCH_EXERCISES)
+    assert {c.exercise for c in TUTORIAL_STYLE} >= set(PYTORCH_EXERCISES)
+    assert len(EVERY_SECRET) == 4

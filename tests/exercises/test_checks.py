@@ -18,9 +18,12 @@ from autograder.exercises.checking import (
     CheckFailure,
     Hint,
     call,
+    collect_notes,
     compare,
+    expect_raises,
     random_mask,
     seed_for,
+    shows,
 )
 from autograder.exercises.registry import CHAPTERS, DIFFICULTIES, get_exercise, register
 
@@ -259,12 +262,72 @@ def test_compare_checks_type_shape_and_dtype():
         compare(np.array([1, 0, 1]), np.array([True, False, True]), "mask")
     with pytest.raises(CheckFailure, match="expected a boolean array"):
         compare(np.array([1, 1, 1]), np.array([True, False, True]), "mask")
-    with pytest.raises(CheckFailure, match="values are right, but the result is float64 where "
-                                           "float32 is expected"):
+    # Right values in another float dtype pass, with a note; wrong ones fail as wrong values.
+    with collect_notes() as notes:
         compare(np.ones(3), np.ones(3, dtype=np.float32), "pe", dtype=np.float32)
-    # Wrong values are reported before a wrong dtype.
+        compare(np.ones(4), np.ones(4, dtype=np.float32), "pe again", dtype=np.float32)
+    assert len(notes) == 1  # one note per dtype, however many results show it
+    [text] = notes.values()
+    assert "pe came back float64 where the exercise asks for float32" in text
+    assert "costs no points" in text and "np.sqrt(d_k)" in text
     with pytest.raises(CheckFailure, match="values differ"):
         compare(np.zeros(3), np.ones(3, dtype=np.float32), "pe", dtype=np.float32)
+    # Integer and boolean kinds stay rules: ids and masks.
+    with pytest.raises(CheckFailure, match="expected dtype int64, got int32"):
+        compare(np.arange(3, dtype=np.int32), np.arange(3), "ids")
+    with pytest.raises(CheckFailure, match="expected a floating-point array"):
+        compare(np.arange(3), np.arange(3.0), "x")
+
+
+def test_a_float64_answer_to_float32_inputs_passes_with_a_note_in_every_output(capsys):
+    """NumPy 2 (NEP 50): a float32 array divided by np.sqrt(d_k), a NumPy float64, is float64."""
+    def attention(q, k, v, mask=None):
+        scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights = weights / weights.sum(axis=-1, keepdims=True)
+        return weights @ v, weights
+
+    for hidden in (False, True):
+        result = grade_function("ch02.scaled_dot_product_attention", attention, hidden)
+        assert result.passed and len(result.notes) == 1 and result.rule is None
+        first, note = result.message.split("\n")
+        assert first.endswith("all passed.") and note == f"Note: {result.notes[0]}"
+        assert "came back float64 where the exercise asks for float32" in note
+    check("ch02.scaled_dot_product_attention", attention)
+    printed = capsys.readouterr().out
+    assert printed.startswith("ch02.scaled_dot_product_attention (visible checks): all passed.\n"
+                              "Note: ")
+    assert max(len(line) for line in printed.splitlines()[1:]) <= 100  # wrapped
+    reference = get_exercise("ch02.scaled_dot_product_attention").load_reference()
+    assert grade_function("ch02.scaled_dot_product_attention", reference).notes == ()
+
+
+def test_a_failure_names_its_rule():
+    reference = get_exercise("ch04.multi_head_attention").load_reference()
+    result = grade_function("ch04.multi_head_attention",
+                            lambda *args: reference(*args) if args[6] != 5 else (0, 0))
+    assert result.passed or result.rule.startswith("ch04:")
+    wrong = grade_function("ch02.causal_mask", lambda n: ~np.tril(np.ones((n, n), dtype=bool)))
+    assert wrong.rule.startswith("ch02:") and wrong.rule.endswith(" compare")
+
+
+def test_an_error_message_must_show_the_numbers_themselves():
+    assert shows("d_model=13 is not divisible by num_heads=3", 3)
+    assert not shows("d_model=13 is not divisible by 4", 3)  # 3 only inside 13
+    assert not shows("p = 0.3", 3) and shows("3.", 3) and not shows("3.5", 3)
+
+    def vague(n):
+        raise ValueError(f"bad width 1{n}")
+
+    with pytest.raises(CheckFailure, match="should show 5"):
+        expect_raises(vague, ValueError, 5, reason="odd", mentions=(5,))
+    assert isinstance(expect_raises(vague, Exception, 5, reason="odd"), ValueError)
+    with pytest.raises(CheckFailure, match="should raise an error"):
+        expect_raises(lambda n: n, Exception, 5, reason="odd")
+    with pytest.raises(CheckFailure, match="not done yet"):
+        expect_raises(_stub, Exception, 5, reason="odd")
 
 
 def test_compare_tolerances_follow_the_course():

@@ -93,6 +93,10 @@ def test_a_dropout_pattern_is_recognised_and_its_faults_named():
     assert "as for dropout p = 0.1" in dropout_problem(base * keep / 0.9, base, p)
     assert dropout_problem(base * 1.3, base, p) == "no value was dropped"
     assert "eval-mode values" in dropout_problem(base * keep * (1 + base), base, p)
+    assert "dropout acts twice" in dropout_problem(base * keep / (1 - p) ** 2, base, p)
+    # Where dropout is optional, no dropout at all is right too; a wrong one is not.
+    assert dropout_problem(base, base, p, required=False) is None
+    assert "not divided by 1 - p" in dropout_problem(base * keep, base, p, required=False)
 
 
 @pytest.mark.slow

@@ -20,10 +20,11 @@ from autograder.exercises.torch_checking import (
     compare_forward,
     expect_buffer,
     expect_deterministic,
-    expect_random_in_training,
+    expect_dropout_probability,
     expected_signature,
     key_padding_mask,
     random_tensor,
+    training_output,
 )
 from transformer_ref.modules import MultiHeadAttention, PositionalEncoding, PositionwiseFeedForward
 
@@ -238,12 +239,19 @@ def test_dropout_properties():
     x = torch.randn(4, 5, 6, dtype=torch.float64)
     with pytest.raises(CheckFailure, match="still active after model.eval"):
         expect_deterministic(DropoutAlways(6, 10, 0.5).double(), (x,), "m")
-    with pytest.raises(CheckFailure, match="no dropout is applied"):
-        expect_random_in_training(NoDropout(6, 10, 0.5).double(), (x,), "m")
     module = GoodFFN(6, 10, 0.5).double()
     expect_deterministic(module, (x,), "m")
-    expect_random_in_training(module, (x,), "m")
-    assert not module.training  # left in eval mode
+    calm = module(x)
+    assert not torch.equal(training_output(module, (x,), 0, "m"), calm)
+    assert torch.equal(training_output(module, (x,), 0, "m", only=["w_1"]), calm)
+    assert torch.equal(training_output(module, (x,), 0, "m", frozen=["dropout"]), calm)
+    assert not module.training and not module.dropout.training  # left in eval mode
+    quiet = NoDropout(6, 10, 0.5).double().eval()
+    assert torch.equal(training_output(quiet, (x,), 0, "m"), quiet(x))
+    # Dropout layers of rate 0 drop nothing: where dropout is optional they are allowed.
+    expect_dropout_probability(nn.Sequential(nn.Dropout(0.3), nn.Dropout(0.0)), 0.3, "m", "all")
+    with pytest.raises(CheckFailure, match=r"use p = \[0.1\], but dropout=0.3"):
+        expect_dropout_probability(nn.Sequential(nn.Dropout(0.1)), 0.3, "m", "all")
 
 
 def test_causality_and_padding_properties():

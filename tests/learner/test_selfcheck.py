@@ -12,7 +12,12 @@ import pytest
 from autograder.course import ROOT
 from autograder.demo.mutants import all_mutants
 from autograder.demo.sample_class import BUGS, load_chapter, work
-from autograder.learner.selfcheck import read_notebook, run_selfcheck
+from autograder.learner.selfcheck import (
+    ExerciseOutcome,
+    SelfCheckReport,
+    read_notebook,
+    run_selfcheck,
+)
 from autograder.notebook import strip_hidden_tests
 
 CHAPTER = "ch02_attention"
@@ -156,3 +161,17 @@ def test_unreadable_or_missing_notebooks_get_clear_errors(tmp_path) -> None:
     bad.write_text("{", encoding="utf-8")
     with pytest.raises(ValueError, match="not a readable notebook"):
         read_notebook(bad)
+
+
+def test_the_report_shows_the_notes_of_a_passing_exercise(tmp_path) -> None:
+    note = ("Note: out of scaled_dot_product_attention came back float64 where the exercise\n"
+            "asks for float32; the values are right, so this costs no points.")
+    report = SelfCheckReport(tmp_path / "ch02.ipynb", [
+        ExerciseOutcome("ch02.softmax", 9, True, "ch02.softmax (visible checks): all passed."),
+        ExerciseOutcome("ch02.scaled_dot_product_attention", 30, True,
+                        "ch02.scaled_dot_product_attention (visible checks): all passed.\n"
+                        + note)])
+    lines = report.lines()
+    assert report.passed and "2 of 2 exercises pass" in lines[0]
+    assert lines[1:] == ["  PASS  ch02.softmax", "  PASS  ch02.scaled_dot_product_attention",
+                         *(f"        {line}" for line in note.splitlines())]

@@ -37,7 +37,7 @@ LIMITS = Limits(cell_timeout_s=8, notebook_timeout_s=30, memory_mb=2048, max_pro
                 max_output_bytes=200_000)
 LIMIT_ARGS = ["--cell-timeout", "8", "--notebook-timeout", "30", "--memory-mb", "2048",
               "--max-processes", "64", "--max-output-bytes", "200000"]
-HONEST = ("honest_a", "zipped")
+HONEST = ("honest_a", "zipped", "numpy_sqrt")
 
 pytestmark = [
     pytest.mark.slow,
@@ -96,6 +96,13 @@ def build_class(root: Path, inbox: Path, outside: Path) -> dict[str, bytes]:
         edit(nb)
         return nb
 
+    def numpy_sqrt(nb):
+        # Right values; float32 inputs give float64 (NumPy 2 promotes by np.sqrt's float64).
+        cell = cell_with(nb, "ch02_scaled_dot_product_attention_solution")
+        assert "/ np.sqrt(d_k)" not in cell.source
+        cell.source = cell.source.replace("/ d_k**0.5", "/ np.sqrt(d_k)")
+        assert "/ np.sqrt(d_k)" in cell.source
+
     def wrong_softmax(nb):
         cell_with(nb, "ch02_softmax_solution").source = (
             "def softmax(x, axis=-1):\n    return x\n")
@@ -131,6 +138,7 @@ def build_class(root: Path, inbox: Path, outside: Path) -> dict[str, bytes]:
     solutions_file = root / "solutions" / CH / f"{CH}.ipynb"
     notebooks = {
         "honest_a": nbformat.writes(full).encode(),
+        "numpy_sqrt": nbformat.writes(variant(numpy_sqrt)).encode(),
         "broken_json": text[: len(text) // 3] + b"{,]",
         "truncated_json": text[: len(text) - 20],
         "empty_notebook": nbformat.writes(nbformat.v4.new_notebook()).encode(),
@@ -225,11 +233,13 @@ def test_honest_learners_get_full_marks_and_no_flags(graded):
     for student in (*HONEST, "twice"):
         assert auto_score(graded, student) == AUTO_POINTS, student
     for student in HONEST:
-        # They hand in the course's solutions, which copy detection reports (its own tests
-        # are in test_similarity.py); nothing else may be flagged.
+        # They hand in the course's solutions (numpy_sqrt with np.sqrt for its scale), which
+        # copy detection reports (its own tests are in test_similarity.py); nothing else may be
+        # flagged: a float64 result of float32 inputs is a note, not a flag.
         assert codes(graded, student) - set(COPY_FLAGS) == set(), read_flags(
             graded["course"], student, CH)
         assert "copied_reference" in codes(graded, student)
+        assert set(rows(graded)[student]["flags"].split(";")) <= set(COPY_FLAGS)
     scores = {s.student: s for s in read_scores_of(graded)}
     assert scores["honest_a"].auto_score == AUTO_POINTS
     assert scores["honest_a"].max_score == AUTO_POINTS + 4  # two written answers, by hand
@@ -315,6 +325,13 @@ def test_feedback_hides_hidden_tests(graded):
         assert "hidden=True" not in html and "hidden=True" not in html.replace("&#61;", "=")
     assert "Score" in (graded["course"] / "feedback" / "honest_a" / CH / f"{CH}.html"
                        ).read_text(encoding="utf-8")
+    # A right answer in float64 for float32 inputs: full points, and the note on the page.
+    page = (graded["course"] / "feedback" / "numpy_sqrt" / CH / f"{CH}.html"
+            ).read_text(encoding="utf-8")
+    assert "Note: weights of scaled_dot_product_attention" in page
+    assert "costs no points" in page and "np.sqrt(d_k)" in page
+    assert "Note:" not in (graded["course"] / "feedback" / "honest_a" / CH / f"{CH}.html"
+                           ).read_text(encoding="utf-8")
 
 
 def test_rerun_is_idempotent_and_serial_equals_parallel(graded, tmp_path):

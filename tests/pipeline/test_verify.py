@@ -186,6 +186,66 @@ def test_training_mode_checks_locate_dropout_in_learner_processes():
     assert results["ch07.positionwise_feed_forward"].passed
 
 
+# An encoder layer written as d2l.ai writes it (an AddNorm module holds the dropout, the
+# feed-forward network has none), around an attention that draws its own keep-mask on the
+# weights: right, though its masks are not nn.Dropout's (so the grader reads the weights back
+# from the attention module, which it calls in the learner's process).
+D2L_LAYER = """
+class RandAttention(ref.MultiHeadAttention):
+    def __init__(self, d_model, h, dropout):
+        super().__init__(d_model, h, dropout, fast=False)
+
+    def forward(self, query, key, value, mask=None):
+        b, n_q, d = query.shape
+        split = lambda t: t.view(b, t.size(1), self.h, self.d_k).transpose(1, 2)
+        q, k, v = split(self.w_q(query)), split(self.w_k(key)), split(self.w_v(value))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(dim=-1)
+        if self.training:
+            weights = weights * (torch.rand_like(weights) >= self.dropout.p) / (1 - self.dropout.p)
+        return self.w_o((weights @ v).transpose(1, 2).reshape(b, n_q, d))
+
+
+class AddNorm(nn.Module):
+    def __init__(self, dropout):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x, y, norm):
+        return norm(self.dropout(y) + x)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, h, d_ff, dropout=0.1):
+        super().__init__()
+        self.self_attn = RandAttention(d_model, h, dropout)
+        self.feed_forward = ref.PositionwiseFeedForward(d_model, d_ff, 0.0)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.addnorm1, self.addnorm2 = AddNorm(dropout), AddNorm(dropout)
+
+    def forward(self, x, mask=None):
+        y = self.addnorm1(x, self.self_attn(x, x, x, mask), self.norm1)
+        return self.addnorm2(y, self.feed_forward(y), self.norm2)
+"""
+
+
+def test_the_paper_s_dropout_rules_reach_learner_processes():
+    nb = _source("ch07_pytorch_modules")
+    nb.cells[cell_index(nb, "ch07_encoder_layer_solution")].source = D2L_LAYER
+    result = verify("ch07_pytorch_modules", nb, TORCH_LIMITS)["ch07.encoder_layer"]
+    assert result.passed and result.verified, result.message
+    # The feed-forward network drops its own output, and the layer drops it again.
+    nb.cells[cell_index(nb, "ch07_encoder_layer_solution")].source = D2L_LAYER.replace(
+        "return self.w_o(", "return self.dropout(self.w_o(").replace(
+        "reshape(b, n_q, d))", "reshape(b, n_q, d)))")
+    result = verify("ch07_pytorch_modules", nb, TORCH_LIMITS)["ch07.encoder_layer"]
+    assert not result.passed and result.verified
+    assert "self_attn of EncoderLayer" in result.message
+    assert "would drop it twice" in result.message
+
+
 def test_designed_beam_search_cases_reach_learner_processes():
     nb = _source("ch10_translation")
     _edit_solution(nb, "ch10_beam_search_solution",

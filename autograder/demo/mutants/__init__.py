@@ -8,9 +8,11 @@ module-level ``MUTANTS`` list::
         Mutant("ch02.softmax", "loop over rows", softmax_loop, True, None),
     ]
 
-``valid=False`` marks a bug: the checks must reject it in visible and in hidden mode, and when
-``hint`` is given the failure message must contain that substring. ``valid=True`` marks a
-correct alternative that both modes must accept. ``every_secret=True`` asks for more: the
+``valid=False`` marks a bug: the checks must reject it in visible and in hidden mode, by the
+same rule (:attr:`~autograder.exercises.registry.CheckResult.rule`: no rule applies in hidden
+mode only), and when ``hint`` is given the failure message must contain that substring.
+``valid=True`` marks a correct alternative that both modes must accept; when ``note`` is given,
+with a note (advice that costs no points) that contains it. ``every_secret=True`` asks for more: the
 verdict (and the hint) must hold in hidden mode under each of 20 values of
 ``AUTOGRADER_SECRET``, so that the check catches the bug whatever the random draws.
 ``tests/demo/test_mutants.py`` runs every mutant returned by :func:`all_mutants` through
@@ -38,6 +40,8 @@ class Mutant:
         valid: True for a correct alternative, False for a bug.
         hint: for bugs, a substring the failure message must contain (None: no requirement).
         every_secret: judged under 20 hidden secrets too, not only under the default one.
+        note: for valid alternatives, a substring of the note the passing message must hold
+            (None: it passes without a note).
     """
 
     exercise: str
@@ -46,6 +50,7 @@ class Mutant:
     valid: bool
     hint: str | None = None
     every_secret: bool = False
+    note: str | None = None
 
     @property
     def id(self) -> str:

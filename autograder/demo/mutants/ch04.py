@@ -15,6 +15,7 @@ import numpy as np
 
 from autograder.demo.mutants import Mutant
 from transformer_ref.np_attention import merge_heads, softmax, split_heads
+from transformer_ref.np_attention_head import attention_head
 
 Array = np.ndarray
 
@@ -237,6 +238,34 @@ def mha_head_loop(
     return np.concatenate(outs, axis=-1) @ W_o, np.stack(weights, axis=-3)
 
 
+def mha_loop_without_check(
+    x_q: Array, x_kv: Array, W_q: Array, W_k: Array, W_v: Array, W_o: Array, num_heads: int,
+    mask: Array | None = None,
+) -> tuple[Array, Array]:
+    """Valid: the loop of the chapter's section 5, over chapter 3's attention_head, with no
+    check of num_heads: when it does not divide d_model, the concatenated heads are narrower
+    than W_o and the product raises, which the exercise accepts."""
+    d_k = W_q.shape[1] // num_heads
+    outs, weights = [], []
+    for i in range(num_heads):
+        cols = slice(i * d_k, (i + 1) * d_k)
+        out, w = attention_head(x_q, x_kv, W_q[:, cols], W_k[:, cols], W_v[:, cols], mask)
+        outs.append(out)
+        weights.append(w)
+    return np.concatenate(outs, axis=-1) @ W_o, np.stack(weights, axis=-3)
+
+
+def mha_returns_for_any_num_heads(
+    x_q: Array, x_kv: Array, W_q: Array, W_k: Array, W_v: Array, W_o: Array, num_heads: int,
+    mask: Array | None = None,
+) -> tuple[Array, Array]:
+    """Drops the features that do not fill a head, so it answers for any num_heads."""
+    d_model = W_q.shape[1]
+    used = d_model - d_model % num_heads
+    W_o = W_o[:used] if used != d_model else W_o
+    return _mha(x_q, x_kv, W_q[:, :used], W_k[:, :used], W_v[:, :used], W_o, num_heads, mask)
+
+
 def mha_einsum(
     x_q: Array, x_kv: Array, W_q: Array, W_k: Array, W_v: Array, W_o: Array, num_heads: int,
     mask: Array | None = None,
@@ -299,6 +328,10 @@ MUTANTS = [
     Mutant(EXERCISE_MHA, "keys and values from x_q", mha_self_attention_only, False,
            "one per key", every_secret=True),
     Mutant(EXERCISE_MHA, "loop over heads", mha_head_loop, True, None),
+    Mutant(EXERCISE_MHA, "section 5's loop, no divisibility check", mha_loop_without_check, True,
+           every_secret=True),
+    Mutant(EXERCISE_MHA, "a result for any num_heads", mha_returns_for_any_num_heads, False,
+           "should raise an error", every_secret=True),
     Mutant(EXERCISE_MHA, "einsum", mha_einsum, True, None),
     Mutant(EXERCISE_MHA, "float64 inside", mha_float64, True, None),
 ]

@@ -168,6 +168,20 @@ class AttentionFixedDropout(AttentionBase):
         self.dropout = nn.Dropout(0.1)
 
 
+class AttentionDropoutTwice(AttentionBase):
+    def weights(self, scores: Tensor, mask: Tensor | None) -> Tensor:
+        return self.dropout(super().weights(scores, mask))
+
+
+class AttentionFunctionalFixedRate(AttentionBase):
+    """F.dropout with p typed in as 0.1 instead of the module's dropout argument."""
+
+    def weights(self, scores: Tensor, mask: Tensor | None) -> Tensor:
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return F.dropout(scores.softmax(dim=-1), 0.1, training=self.training)
+
+
 class AttentionBernoulliMask(AttentionBase):
     """Valid: dropout written out, a Bernoulli keep-mask and the 1 / (1 - p) scaling."""
 
@@ -281,6 +295,11 @@ class FeedForwardDropoutOnOutput(FeedForwardBase):
 class FeedForwardDropoutOnInput(FeedForwardBase):
     def forward(self, x: Tensor) -> Tensor:
         return self.w_2(torch.relu(self.w_1(self.dropout(x))))
+
+
+class FeedForwardDropoutTwice(FeedForwardBase):
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_2(self.dropout(self.dropout(torch.relu(self.w_1(x)))))
 
 
 class FeedForwardUnscaledMask(FeedForwardBase):
@@ -397,6 +416,11 @@ class PositionsNoDropout(PositionsBase):
 class PositionsDropoutOnX(PositionsBase):
     def forward(self, x: Tensor) -> Tensor:
         return self.dropout(x) + self.pe[: x.size(1)]
+
+
+class PositionsDropoutTwice(PositionsBase):
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(self.dropout(x + self.pe[: x.size(1)]))
 
 
 class PositionsFunctionalDropout(PositionsBase):
@@ -540,6 +564,61 @@ class LayerDefaultFeedForwardDropout(LayerBase):
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff)
 
 
+class LayerDropoutTwice(LayerBase):
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        x = self.norm1(x + self.dropout(self.dropout(self.self_attn(x, x, x, mask))))
+        return self.norm2(x + self.dropout(self.dropout(self.feed_forward(x))))
+
+
+class LayerFeedForwardDropsItsOutput(LayerBase):
+    """A feed-forward network that drops its own output, in a layer that drops it again."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__(d_model, h, d_ff, dropout)
+        self.feed_forward = FeedForwardDropoutOnOutput(d_model, d_ff, dropout)
+
+
+class LayerFixedRateDropout(LayerBase):
+    """F.dropout on the sub-layer outputs with p typed in as 0.1."""
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        x = self.norm1(x + F.dropout(self.self_attn(x, x, x, mask), 0.1, self.training))
+        return self.norm2(x + F.dropout(self.feed_forward(x), 0.1, self.training))
+
+
+class LayerPaperDropoutOnly(LayerBase):
+    """Valid: the paper's dropout only, on each sub-layer's output; none inside the attention
+    (MultiHeadAttention's default dropout is 0) nor inside the feed-forward network."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__(d_model, h, d_ff, dropout)
+        self.self_attn = MultiHeadAttention(d_model, h)
+        self.feed_forward = FeedForwardNoDropout(d_model, d_ff, dropout)
+
+
+class LayerSublayersDropTheirOutputs(LayerBase):
+    """Valid: each sub-layer module drops its own output (as minGPT's attention holds its
+    resid_dropout) and the layer adds it to x without another dropout."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__(d_model, h, d_ff, dropout)
+        self.self_attn = AttentionDropoutOnOutput(d_model, h, dropout)
+        self.feed_forward = FeedForwardDropoutOnOutput(d_model, d_ff, dropout)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        x = self.norm1(x + self.self_attn(x, x, x, mask))
+        return self.norm2(x + self.feed_forward(x))
+
+
+class LayerBernoulliAttention(LayerBase):
+    """Valid: an attention that draws its own keep-mask with torch.rand (not the way
+    nn.Dropout draws it), on the weights."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__(d_model, h, d_ff, dropout)
+        self.self_attn = AttentionBernoulliMask(d_model, h, dropout)
+
+
 class LayerFunctionalDropout(LayerBase):
     """Valid: F.dropout on each sub-layer's output, with the layer's training flag."""
 
@@ -604,10 +683,14 @@ MUTANTS = [
            "dropout acts after the weights meet the values", every_secret=True),
     Mutant(EXERCISE_MHA, "dropout on the scores", AttentionDropoutOnScores, False,
            "after the softmax", every_secret=True),
-    Mutant(EXERCISE_MHA, "no dropout on the weights", AttentionNoDropout, False,
-           "no value was dropped", every_secret=True),
+    Mutant(EXERCISE_MHA, "no dropout on the weights (the paper's attention)", AttentionNoDropout,
+           True),
     Mutant(EXERCISE_MHA, "dropout p typed in", AttentionFixedDropout, False,
+           "the dropout layers use p", every_secret=True),
+    Mutant(EXERCISE_MHA, "F.dropout with p typed in", AttentionFunctionalFixedRate, False,
            "use the dropout argument", every_secret=True),
+    Mutant(EXERCISE_MHA, "dropout twice on the weights", AttentionDropoutTwice, False,
+           "dropout acts twice", every_secret=True),
     Mutant(EXERCISE_MHA, "heads merged without transpose", AttentionMergeNoTranspose, False,
            "merged with a reshape alone", every_secret=True),
     Mutant(EXERCISE_MHA, "keys and values from the query", AttentionKeysFromQuery, False,
@@ -623,7 +706,9 @@ MUTANTS = [
     Mutant(EXERCISE_FFN, "GELU instead of ReLU", FeedForwardGELU, False, "GELU"),
     Mutant(EXERCISE_FFN, "dropout in eval mode", FeedForwardDropoutInEval, False,
            "still active after model.eval()"),
-    Mutant(EXERCISE_FFN, "no dropout", FeedForwardNoDropout, False, "no value was dropped"),
+    Mutant(EXERCISE_FFN, "no dropout (the paper's network)", FeedForwardNoDropout, True),
+    Mutant(EXERCISE_FFN, "dropout twice on the hidden layer", FeedForwardDropoutTwice, False,
+           "dropout acts twice", every_secret=True),
     Mutant(EXERCISE_FFN, "dropout on the output", FeedForwardDropoutOnOutput, False,
            "acts on the output of w_2", every_secret=True),
     Mutant(EXERCISE_FFN, "dropout on the input", FeedForwardDropoutOnInput, False,
@@ -647,6 +732,8 @@ MUTANTS = [
     Mutant(EXERCISE_PE, "no dropout", PositionsNoDropout, False, "no value was dropped"),
     Mutant(EXERCISE_PE, "dropout on x before adding the table", PositionsDropoutOnX, False,
            "applied to x before the positional encoding", every_secret=True),
+    Mutant(EXERCISE_PE, "dropout twice on the sum", PositionsDropoutTwice, False,
+           "dropout acts twice", every_secret=True),
     Mutant(EXERCISE_PE, "F.dropout on the sum", PositionsFunctionalDropout, True),
     Mutant(EXERCISE_PE, "persistent float64 buffer built in torch", PositionsBase, True),
     Mutant(EXERCISE_PE, "non-persistent buffer from the NumPy table", PositionsFromNumPy, True),
@@ -660,7 +747,7 @@ MUTANTS = [
     Mutant(EXERCISE_LAYER, "dropout in eval mode", LayerDropoutInEval, False,
            "still active after model.eval()"),
     Mutant(EXERCISE_LAYER, "dropout argument ignored", LayerNoDropout, False,
-           "pass the dropout argument on"),
+           "no dropout acts anywhere", every_secret=True),
     Mutant(EXERCISE_LAYER, "eps added to the standard deviation", LayerEpsOnStd, False,
            "eps is added to the standard deviation", every_secret=True),
     Mutant(EXERCISE_LAYER, "no dropout on the sub-layer outputs", LayerNoResidualDropout, False,
@@ -669,8 +756,18 @@ MUTANTS = [
            "dropout acts after the layer norm", every_secret=True),
     Mutant(EXERCISE_LAYER, "dropout on the residual sum", LayerDropoutOnSum, False,
            "x itself is dropped", every_secret=True),
-    Mutant(EXERCISE_LAYER, "attention without dropout", LayerAttentionWithoutDropout, False,
-           "with only self_attn in training mode", every_secret=True),
+    Mutant(EXERCISE_LAYER, "attention without dropout", LayerAttentionWithoutDropout, True),
+    Mutant(EXERCISE_LAYER, "dropout twice on the sub-layer outputs", LayerDropoutTwice, False,
+           "dropout acts twice on each sub-layer's output"),
+    Mutant(EXERCISE_LAYER, "feed-forward output dropped by the network and the layer",
+           LayerFeedForwardDropsItsOutput, False, "would drop it twice", every_secret=True),
+    Mutant(EXERCISE_LAYER, "F.dropout with p typed in", LayerFixedRateDropout, False,
+           "p=0.1 typed in"),
+    Mutant(EXERCISE_LAYER, "the paper's dropout only", LayerPaperDropoutOnly, True),
+    Mutant(EXERCISE_LAYER, "sub-layers drop their own outputs (minGPT)",
+           LayerSublayersDropTheirOutputs, True),
+    Mutant(EXERCISE_LAYER, "attention with a torch.rand keep-mask", LayerBernoulliAttention,
+           True),
     Mutant(EXERCISE_LAYER, "feed-forward with its default dropout",
            LayerDefaultFeedForwardDropout, False, "the dropout layers use p", every_secret=True),
     Mutant(EXERCISE_LAYER, "F.dropout on the sub-layer outputs", LayerFunctionalDropout, True),

@@ -373,6 +373,15 @@ class LayerAttentionsWithoutDropout(_Layer):
         return x
 
 
+class LayerDropoutTwice(_Layer):
+    """Each sub-layer's output goes through the layer's dropout twice."""
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        for sublayer, norm in _steps(self, memory, src_mask, tgt_mask):
+            x = self._res(x, lambda y, f=sublayer: self.dropout(f(y)), norm)
+        return x
+
+
 class LayerFunctionalDropout(_Layer):
     """Valid: F.dropout on each sub-layer's output with the layer's training flag."""
 
@@ -527,6 +536,57 @@ def model_never_shared(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, d
     return model
 
 
+def _with_dropout(model: EncoderDecoder, keep: str) -> EncoderDecoder:
+    """``model`` with every nn.Dropout whose path does not match the pattern ``keep`` set to
+    p = 0 (the model is built with the dropout argument everywhere)."""
+    import re
+
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Dropout) and not re.search(keep, name):
+            module.p = 0.0
+    return model
+
+
+def _model_keeping_dropout(keep: str):
+    """A make_model whose dropout acts only where the module path matches ``keep``."""
+    def make_model(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1, *,
+                   norm_first=False, share_embeddings=False, tie_weights=False, max_len=5000,
+                   fast_attention=True):
+        model = _assemble(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout, norm_first,
+                          share_embeddings, max_len, fast_attention)
+        if tie_weights:
+            model.generator.proj.weight = model.tgt_embed.lut.weight
+        return _with_dropout(model, keep)
+
+    return make_model
+
+
+# Valid: the paper's places only (embeddings plus positions, each layer's sub-layer outputs).
+model_paper_dropout_only = _model_keeping_dropout(r"^pos_encoding|layers\.\d+\.dropout$")
+# Bugs: no dropout on the embeddings plus positions; none on the sub-layer outputs.
+model_no_positional_dropout = _model_keeping_dropout(r"layers\.")
+model_no_residual_dropout = _model_keeping_dropout(r"^pos_encoding|attn|feed_forward")
+
+
+class PositionsAlwaysDropped(PositionalEncoding):
+    """F.dropout without the training flag: it drops in eval mode too."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(x + self.pe[:, : x.size(1)].to(x.dtype), self.dropout.p)
+
+
+def model_dropout_in_eval(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1,
+                          *, norm_first=False, share_embeddings=False, tie_weights=False,
+                          max_len=5000, fast_attention=True):
+    """Its positional encoding keeps dropping after model.eval()."""
+    model = _assemble(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout, norm_first,
+                      share_embeddings, max_len, fast_attention)
+    model.pos_encoding = PositionsAlwaysDropped(d_model, dropout, max_len)
+    if tie_weights:
+        model.generator.proj.weight = model.tgt_embed.lut.weight
+    return model
+
+
 def model_default_init(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1, *,
                        norm_first=False, share_embeddings=False, tie_weights=False,
                        max_len=5000, fast_attention=True):
@@ -659,8 +719,9 @@ MUTANTS = [
            "the sub-layer outputs get no dropout", every_secret=True),
     Mutant(LAYER, "dropout after the norm", LayerDropoutAfterNorm, False,
            "dropout acts after the layer norm", every_secret=True),
-    Mutant(LAYER, "attentions without dropout", LayerAttentionsWithoutDropout, False,
-           "the dropout layers use p", every_secret=True),
+    Mutant(LAYER, "attentions without dropout", LayerAttentionsWithoutDropout, True),
+    Mutant(LAYER, "dropout twice on the sub-layer outputs", LayerDropoutTwice, False,
+           "dropout acts twice on each sub-layer's output"),
     Mutant(LAYER, "F.dropout on the sub-layer outputs", LayerFunctionalDropout, True),
     Mutant(LAYER, "no source mask", LayerNoSourceMask, False, "src_mask"),
     Mutant(LAYER, "always post-LN", LayerAlwaysPostLN, False, "norm_first"),
@@ -679,6 +740,13 @@ MUTANTS = [
     Mutant(MODEL, "never shared", model_never_shared, False, "share_embeddings"),
     Mutant(MODEL, "default initialisation", model_default_init, False, "Xavier"),
     Mutant(MODEL, "dropout ignored", model_fixed_dropout, False, "dropout"),
+    Mutant(MODEL, "no dropout on the embeddings plus positions", model_no_positional_dropout,
+           False, "the sums of the embeddings and the positional encodings get no dropout"),
+    Mutant(MODEL, "no dropout on the sub-layer outputs", model_no_residual_dropout, False,
+           "the sub-layer outputs get no dropout"),
+    Mutant(MODEL, "the paper's dropout only", model_paper_dropout_only, True),
+    Mutant(MODEL, "positional dropout in eval mode", model_dropout_in_eval, False,
+           "still active after model.eval()"),
     Mutant(MODEL, "norm_first not passed on", model_post_ln_always, False, "norm_first"),
     Mutant(MODEL, "shared embeddings for two vocabularies", model_shares_any_vocabulary, False,
            "should raise ValueError (share_embeddings=True needs one vocabulary",

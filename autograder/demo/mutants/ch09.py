@@ -169,6 +169,11 @@ def noam_numpy(step: int, d_model: int, warmup: int, factor: float = 1.0) -> np.
     return factor * np.minimum(step ** -0.5, step * warmup ** -1.5) / np.sqrt(d_model)
 
 
+def noam_float32(step: int, d_model: int, warmup: int, factor: float = 1.0) -> np.float32:
+    """Valid, with a note: the right rate as a NumPy float32 scalar."""
+    return np.float32(noam_min(step, d_model, warmup, factor))
+
+
 def noam_step_exponent(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
     step = max(step, 1)
     return factor * d_model**-0.5 * min(step**-0.5, step * step**-1.5)
@@ -341,6 +346,8 @@ MUTANTS = [
     Mutant(EXERCISE_NOAM, "min of the two branches", noam_min, True),
     Mutant(EXERCISE_NOAM, "piecewise warm-up and decay", noam_piecewise, True),
     Mutant(EXERCISE_NOAM, "NumPy scalar", noam_numpy, True),
+    Mutant(EXERCISE_NOAM, "NumPy float32 scalar", noam_float32, True,
+           note="costs no points"),
     Mutant(EXERCISE_NOAM, "step ** -1.5 in the warm-up", noam_step_exponent, False,
            "warm-up length to the power -1.5"),
     Mutant(EXERCISE_NOAM, "max instead of min", noam_max, False, "min and max are swapped"),

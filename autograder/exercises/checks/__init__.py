@@ -31,13 +31,21 @@ learner-facing message otherwise (``call``, ``compare``, ``expect_array``, ``exp
 ``random_mask`` draw inputs). Attention-like exercises reuse ``attention_hints``,
 ``check_attention_result`` and ``call_with_mask`` from :mod:`autograder.exercises.checks.ch02`.
 A check must not catch exceptions itself: the registry turns anything unexpected into a failed
-result, so ``grade_function`` never raises because of learner code.
+result, so ``grade_function`` never raises because of learner code. Advice that costs no points
+is a ``note`` (``compare`` adds one for a right result in another float dtype): the check
+goes on and, if it passes, the learner reads the note under the success line.
 
 ``ctx.rng`` is seeded from the exercise id in visible mode (learners see stable messages) and
 from ``AUTOGRADER_SECRET`` plus the exercise id in hidden mode; draw shapes from it too, so that
-hidden inputs cannot be guessed. The chapter prefix ("ch02") selects the chapter id
-("ch02_attention") through :data:`autograder.exercises.registry.CHAPTERS`; the registry imports
-every ``chNN`` module of this package the first time it is asked for an exercise.
+hidden inputs cannot be guessed. That seed is all the mode may change: a check never reads
+``ctx.hidden``, so that every rule that costs points runs in the visible checks too
+(``tests/exercises/test_hidden_only_rules.py``). Every rule must also be stated in the
+exercise's text or docstring. Training-mode checks of modules with dropout use
+:mod:`autograder.exercises.dropout_rules` (the paper's places, required and accepted).
+
+The chapter prefix ("ch02") selects the chapter id ("ch02_attention") through
+:data:`autograder.exercises.registry.CHAPTERS`; the registry imports every ``chNN`` module of
+this package the first time it is asked for an exercise.
 
 Mutants (buggy and valid implementations that tests run through these checks) live in
 :mod:`autograder.demo.mutants`, whose docstring shows how a chapter lists them.

@@ -7,6 +7,9 @@ copy the reference weights into the learner's module and compare outputs and gra
 float64 (:mod:`autograder.exercises.torch_checking`). The inputs separate the usual bugs: distinct
 query, key and value tensors, masks that hide different keys per sequence and per query, and
 several heads of width >= 2. Hints rebuild each known bug from the reference's weights.
+Training mode follows the paper's dropout rules (:mod:`autograder.exercises.dropout_rules`):
+required on ``x + pe`` and on each sub-layer's output in the encoder layer; accepted, not
+required, on the attention weights and the feed-forward network's hidden activations.
 
 torch is imported inside the check functions, so importing this module stays torch-free.
 """
@@ -20,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autograder.exercises.checking import CheckContext, Hint, fail
+from autograder.exercises.dropout_rules import check_attention_dropout, check_feed_forward_dropout
 from autograder.exercises.layer_variants import (
     Step,
-    check_residual_dropout,
+    check_layer_dropout,
     norm_hints,
     quiet_rows,
     run,
@@ -30,6 +34,7 @@ from autograder.exercises.layer_variants import (
 )
 from autograder.exercises.registry import register
 from autograder.exercises.torch_checking import (
+    NOT_DROPPED,
     ModulePair,
     build_modules,
     check_padding_invariant,
@@ -38,7 +43,6 @@ from autograder.exercises.torch_checking import (
     expect_buffer,
     expect_deterministic,
     expect_dropout_probability,
-    expect_random_in_training,
     key_padding_mask,
     padding_lengths,
     random_tensor,
@@ -192,7 +196,7 @@ def check_multi_head_attention(ctx: CheckContext, fn: Callable[..., Any]) -> Non
     self-attention without a mask, cross-attention with different query and key lengths,
     distinct key and value tensors and a padding mask ``(B, 1, 1, n_k)``, and a causal and
     padding mask ``(B, 1, n, n)``; outputs and gradients; no randomness in eval mode, and in
-    training mode dropout on the attention weights (nowhere else)."""
+    training mode dropout on the attention weights or nowhere (nowhere else)."""
     rng = ctx.rng
     d_model, h = _heads(rng)
     pair = build_modules(ctx, fn, d_model, h, _dropout(rng))
@@ -218,47 +222,15 @@ def check_multi_head_attention(ctx: CheckContext, fn: Callable[..., Any]) -> Non
 
 
 def _check_attention_dropout(ctx: CheckContext, fn: Callable[..., Any]) -> None:
-    """Training mode: dropout acts on the attention weights, nowhere else.
-
-    With fewer keys than the width of a head, the value vectors of a head are independent,
-    so the weights each query gave each key can be read back from the output (through the
-    inverse of w_o). They must be the eval-mode weights with some set to 0 and the others
-    divided by 1 - p; dropout anywhere else leaves an output that is no such combination.
-    """
-    import torch
-
+    """Training mode: dropout on the attention weights or nowhere, read back from the output
+    (two heads of width 5 to 7, fewer keys than that: see
+    :func:`~autograder.exercises.dropout_rules.check_attention_dropout`)."""
     rng = ctx.rng
     h, d_k = 2, int(rng.integers(5, 8))
-    batch, n_q, n_k = 4, 8, int(rng.integers(2, 4))
     p = _training_dropout(rng)
     pair = build_modules(ctx, fn, h * d_k, h, p)
-    query = random_tensor(rng, (batch, n_q, h * d_k))
-    key, value = (random_tensor(rng, (batch, n_k, h * d_k)) for _ in range(2))
-    got = training_output(pair.learner, (query, key, value), _seed(rng), pair.what)
-    what = (f"{pair.what} in training mode on query {tuple(query.shape)}, key and value "
-            f"{tuple(key.shape)}")
-    mha = pair.reference
-
-    def split(t: Tensor) -> Tensor:
-        return t.reshape(batch, t.size(-2), h, d_k).transpose(1, 2)
-
-    with torch.no_grad():
-        q, k, v = split(mha.w_q(query)), split(mha.w_k(key)), split(mha.w_v(value))
-        weights = (q @ k.transpose(-2, -1) / math.sqrt(d_k)).softmax(dim=-1)
-        merged = torch.linalg.solve(mha.w_o.weight, (got - mha.w_o.bias).transpose(-2, -1))
-        heads = split(merged.transpose(-2, -1))  # (B, h, n_q, d_k) before w_o
-        used = heads @ torch.linalg.pinv(v)  # the weights each query gave each key
-        residual = (heads - used @ v).abs().max()
-    advice = (f"Apply self.dropout (p={p}) to the attention weights, after the softmax and "
-              f"before multiplying by the values.")
-    if float(residual) > 1e-6 * float(heads.abs().max()):
-        fail(f"{what}: the output is not the value vectors weighted per key, so dropout acts "
-             f"after the weights meet the values (on the values, on the merged heads or on "
-             f"the output). {advice}")
-    problem = dropout_problem(used, weights, p)
-    if problem:
-        fail(f"{what}: reading the attention weights back from the output, {problem}. "
-             f"{advice}")
+    expect_dropout_probability(pair.learner, p, pair.what, "self.dropout")
+    check_attention_dropout(pair.learner, pair.reference, rng, p, pair.what)
 
 
 # ----------------------------------------------------------------------------- feed-forward
@@ -296,7 +268,7 @@ def _ffn_hints(ffn: nn.Module, x: Tensor) -> list[Hint]:
 def check_positionwise_feed_forward(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``PositionwiseFeedForward(d_model, d_ff, dropout)`` with parameters ``w_1, w_2``:
     inputs with one, two and three leading axes; outputs and gradients; dropout off in eval
-    mode and, in training mode, on the hidden activations (nowhere else)."""
+    mode and, in training mode, on the hidden activations or nowhere (nowhere else)."""
     rng = ctx.rng
     d_model, d_ff = 2 * int(rng.integers(2, 7)), int(rng.integers(5, 17))
     pair = build_modules(ctx, fn, d_model, d_ff, _dropout(rng))
@@ -308,36 +280,16 @@ def check_positionwise_feed_forward(ctx: CheckContext, fn: Callable[..., Any]) -
 
 
 def _check_ffn_dropout(ctx: CheckContext, fn: Callable[..., Any]) -> None:
-    """Training mode: dropout acts on the hidden activations relu(w_1(x)), nowhere else.
-
-    With d_ff < d_model the hidden activations can be read back from the output (through
-    the pseudo-inverse of w_2); they must be the eval-mode ones with some set to 0 and the
-    others divided by 1 - p.
-    """
-    import torch
-
+    """Training mode: dropout on the hidden activations relu(w_1(x)) or nowhere, read back
+    from the output with ``d_ff < d_model`` (see
+    :func:`~autograder.exercises.dropout_rules.check_feed_forward_dropout`)."""
     rng = ctx.rng
     d_model = 2 * int(rng.integers(5, 8))
     d_ff = int(rng.integers(3, d_model // 2 + 1))
     p = _training_dropout(rng)
     pair = build_modules(ctx, fn, d_model, d_ff, p)
-    x = random_tensor(rng, (4, 8, d_model))
-    got = training_output(pair.learner, (x,), _seed(rng), pair.what)
-    what = f"{pair.what} in training mode on x {tuple(x.shape)}"
-    ffn = pair.reference
-    with torch.no_grad():
-        hidden = torch.relu(ffn.w_1(x))
-        used = (got - ffn.w_2.bias) @ torch.linalg.pinv(ffn.w_2.weight).T
-        residual = (got - ffn.w_2(used)).abs().max()
-    advice = (f"Apply self.dropout (p={p}) to the hidden activations, between the two layers: "
-              f"w_2(dropout(relu(w_1(x)))).")
-    if float(residual) > 1e-6 * float(got.abs().max()):
-        fail(f"{what}: the output is not w_2 applied to some hidden activations, so dropout "
-             f"acts on the output of w_2 (or after it). {advice}")
-    problem = dropout_problem(used, hidden, p)
-    if problem:
-        fail(f"{what}: reading the hidden activations back from the output, {problem}. "
-             f"{advice}")
+    expect_dropout_probability(pair.learner, p, pair.what, "self.dropout")
+    check_feed_forward_dropout(pair.learner, pair.reference, rng, p, pair.what)
 
 
 # ----------------------------------------------------------------------------- positions
@@ -403,7 +355,10 @@ def _check_positional_dropout(ctx: CheckContext, fn: Callable[..., Any]) -> None
     problem = dropout_problem(got, x + pe, p)
     if problem is None:
         return
-    advice = f"Apply self.dropout (p={p}) to the sum: dropout(x + pe[:, :L])."
+    advice = (f"Apply self.dropout (p={p}) to the sum: dropout(x + pe[:, :L]), once (the paper "
+              f"drops the sums of the embeddings and the positional encodings).")
+    if problem == NOT_DROPPED:
+        fail(f"{what}: {problem}: the sum x + pe gets no dropout in training mode. {advice}")
     if dropout_problem(got - pe, x, p) is None:
         fail(f"{what}: dropout was applied to x before the positional encoding was added, so "
              f"the table itself is never dropped. {advice}")
@@ -455,9 +410,10 @@ def check_encoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``EncoderLayer(d_model, h, d_ff, dropout)`` with sub-modules ``self_attn,
     feed_forward, norm1, norm2``: nearly constant rows with the attention silenced (the
     layer-norm formula shows), then a padding mask ``(B, 1, 1, S)`` and no mask; outputs and
-    gradients; padded positions do not change the others; dropout off in eval mode; in
-    training mode every dropout layer has the dropout argument, self_attn and feed_forward
-    each apply dropout, and the layer's own dropout acts on each sub-layer's output."""
+    gradients; padded positions do not change the others; dropout off in eval mode; every
+    dropout layer that drops has the dropout argument; in training mode the paper's dropout on
+    each sub-layer's output before the residual add (dropout inside self_attn and
+    feed_forward accepted, not required)."""
     rng = ctx.rng
     d_model, h = _heads(rng)
     d_ff = int(rng.integers(d_model, 2 * d_model + 1))
@@ -486,7 +442,22 @@ def check_encoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     check_padding_invariant(pair.learner, lambda z: (z, mask), x, lengths, pair.what)
     expect_dropout_probability(pair.learner, p, pair.what,
                                "self_attn, feed_forward and self.dropout")
-    for name in ("self_attn", "feed_forward"):
-        expect_random_in_training(pair.learner, (x, mask), pair.what, only=name)
-    check_residual_dropout(ctx, pair, (x, mask), ("self_attn", "feed_forward"),
-                           lambda layer: _encoder_steps(layer, mask), False, pair.what)
+    _check_encoder_dropout(ctx, fn)
+
+
+def _check_encoder_dropout(ctx: CheckContext, fn: Callable[..., Any]) -> None:
+    """Training mode, with sizes that let the dropout inside the sub-layers be read back (two
+    heads of width 5 to 7, ``d_ff < d_model``): see
+    :func:`~autograder.exercises.layer_variants.check_layer_dropout`."""
+    rng = ctx.rng
+    h, d_k = 2, int(rng.integers(5, 8))
+    d_ff = int(rng.integers(3, h * d_k // 2 + 1))
+    p = _training_dropout(rng)
+    pair = build_modules(ctx, fn, h * d_k, h, d_ff, p)
+    expect_dropout_probability(pair.learner, p, pair.what,
+                               "self_attn, feed_forward and self.dropout")
+    batch, length = int(rng.integers(2, 4)), int(rng.integers(4, 8))
+    mask = key_padding_mask(padding_lengths(rng, batch, length), length)
+    inputs = (random_tensor(rng, (batch, length, h * d_k)), mask)
+    check_layer_dropout(ctx, pair, inputs, ("self_attn", "feed_forward"),
+                        lambda layer: _encoder_steps(layer, mask), False, p, pair.what)

@@ -33,9 +33,10 @@ from autograder.exercises.checking import (
     expect_raises,
     fail,
 )
+from autograder.exercises.dropout_rules import check_dropout_placement, reference_training_output
 from autograder.exercises.layer_variants import (
     Step,
-    check_residual_dropout,
+    check_layer_dropout,
     norm_hints,
     quiet_rows,
     run,
@@ -51,14 +52,12 @@ from autograder.exercises.torch_checking import (
     compare_tensors,
     expect_deterministic,
     expect_dropout_probability,
-    expect_random_in_training,
     expect_tensor,
     expected_signature,
     key_padding_mask,
     manual_seed,
     padding_lengths,
     random_tensor,
-    training_mode,
     training_output,
 )
 
@@ -100,6 +99,12 @@ SUBLAYERS = ("self_attn", "cross_attn", "feed_forward")
 def _dropout(rng: np.random.Generator) -> float:
     """A dropout probability away from 0.1 (rounded: readable messages)."""
     return round(float(rng.uniform(0.15, 0.3)), 3)
+
+
+def _training_dropout(rng: np.random.Generator) -> float:
+    """A dropout probability for the training-mode checks: large, so that about half of the
+    values are dropped, and rarely one a learner would have typed in (0.1, 0.5)."""
+    return round(float(rng.uniform(0.35, 0.65)), 2)
 
 
 def _heads(rng: np.random.Generator) -> tuple[int, int]:
@@ -435,9 +440,10 @@ def check_decoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     cross_attn, feed_forward, norm1, norm2, norm3``, post-LN then pre-LN: causality,
     padding invariance over the source, then outputs and gradients (with respect to x,
     memory and every parameter) against the reference, first on nearly constant rows with
-    the attentions silenced (the layer-norm formula shows); dropout off in eval mode; in
-    training mode every dropout layer has the dropout argument, each sub-layer applies
-    dropout, and the layer's own dropout acts on each sub-layer's output."""
+    the attentions silenced (the layer-norm formula shows); dropout off in eval mode; every
+    dropout layer that drops has the dropout argument; in training mode the paper's dropout on
+    each sub-layer's output before the residual add (dropout inside the attentions and the
+    feed-forward network accepted, not required)."""
     rng = ctx.rng
     for norm_first in (False, True):
         d_model, h = _heads(rng)
@@ -472,14 +478,32 @@ def check_decoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:
             compare_forward(ctx, pair, inputs, call_description=what,
                             hints=_decoder_hints(pair.reference, *inputs, norm_first))
         expect_deterministic(pair.learner, inputs, pair.what)
-        expect_dropout_probability(pair.learner, p, pair.what,
-                                   "self_attn, cross_attn, feed_forward and self.dropout")
-        for name in SUBLAYERS:
-            expect_random_in_training(pair.learner, inputs, pair.what, only=name)
-        check_residual_dropout(
-            ctx, pair, inputs, SUBLAYERS,
-            lambda layer, m=memory, k=src_mask, c=tgt_mask: _decoder_steps(layer, m, k, c),
-            norm_first, pair.what)
+        expect_dropout_probability(pair.learner, p, pair.what, LAYER_DROPOUT_PARTS)
+        _check_decoder_dropout(ctx, fn, norm_first)
+
+
+LAYER_DROPOUT_PARTS = "self_attn, cross_attn, feed_forward and self.dropout"
+
+
+def _check_decoder_dropout(ctx: CheckContext, fn: Callable[..., Any], norm_first: bool) -> None:
+    """Training mode, with sizes that let the dropout inside the sub-layers be read back (two
+    heads of width 4 or 6, ``d_ff < d_model``): see
+    :func:`~autograder.exercises.layer_variants.check_layer_dropout`."""
+    rng = ctx.rng
+    h, d_k = 2, 2 * int(rng.integers(2, 4))
+    d_ff = int(rng.integers(3, h * d_k // 2 + 1))
+    p = _training_dropout(rng)
+    pair = build_modules(ctx, fn, h * d_k, h, d_ff, p, norm_first)
+    expect_dropout_probability(pair.learner, p, pair.what, LAYER_DROPOUT_PARTS)
+    batch, t = int(rng.integers(2, 4)), int(rng.integers(3, 7))
+    s = t + int(rng.integers(1, 4))
+    src_mask = key_padding_mask(padding_lengths(rng, batch, s), s)
+    tgt_mask = _causal_and_padding(padding_lengths(rng, batch, t), t)
+    memory = random_tensor(rng, (batch, s, h * d_k))
+    inputs = (random_tensor(rng, (batch, t, h * d_k)), memory, src_mask, tgt_mask)
+    check_layer_dropout(ctx, pair, inputs, SUBLAYERS,
+                        lambda layer: _decoder_steps(layer, memory, src_mask, tgt_mask),
+                        norm_first, p, pair.what)
 
 
 # ----------------------------------------------------------------------------- make_model
@@ -667,9 +691,11 @@ def check_make_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """ValueError for shared embeddings of two vocabulary sizes; then three configurations
     (post-LN with separate tables; pre-LN with a tied generator; shared embeddings): the
     model's structure, Xavier initialisation (first case), then
-    logits and parameter gradients against the reference with equal weights, causality over
-    the target, invariance to extra source padding, and the same dropout masks as the
-    reference in training mode under one seed."""
+    no randomness in eval mode, logits and parameter gradients against the reference with
+    equal weights, causality over the target, invariance to extra source padding; then, in
+    training mode, the paper's
+    dropout on the embeddings plus positions and on every sub-layer's output (dropout inside
+    the attentions and feed-forward networks accepted, not required)."""
     import torch
 
     rng = ctx.rng
@@ -691,24 +717,78 @@ def check_make_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:
         inputs = _model_inputs(rng, config)
         what = (f"{_config_words(config)} applied to src {tuple(inputs[0].shape)}, tgt_in "
                 f"{tuple(inputs[1].shape)} and their masks")
+        expect_deterministic(pair.learner, inputs, _config_words(config))
         compare_forward(ctx, pair, inputs, call_description=what,
                         hints=_model_hints(pair.reference, inputs))
         _check_model_properties(rng, pair.learner, inputs, config["tgt_vocab"], what)
-        _check_model_training(rng, pair, inputs, what)
+    _check_model_dropout(ctx, fn)
 
 
-def _check_model_training(rng: np.random.Generator, pair: ModulePair,
-                          inputs: tuple[Tensor, ...], what: str) -> None:
-    """In training mode, with the same seed, the model draws the same dropout masks as the
-    reference (dropout acts in the same places, in the same order)."""
-    import torch
+MODEL_DROPOUT_RULE = (
+    "The paper drops the sums of the embeddings and the positional encodings and each "
+    "sub-layer's output in every layer: pass the dropout argument on to PositionalEncoding, "
+    "Encoder and Decoder (dropout on the attention weights and on the feed-forward networks' "
+    "hidden activations is allowed as well, not required)."
+)
 
-    seed = int(rng.integers(0, 2**31))
-    got = training_output(pair.learner, inputs, seed, what)
-    with training_mode(pair.reference), torch.no_grad(), torch.random.fork_rng(devices=[]):
-        manual_seed(pair.reference, seed)
-        expected = pair.reference(*inputs)
-    compare_tensors(got, expected,
-                    f"{what}: logits in training mode with the same random seed as the "
-                    f"reference (a difference means dropout acts in other places than in "
-                    f"Encoder, Decoder and PositionalEncoding)")
+
+def _check_model_dropout(ctx: CheckContext, fn: Callable[..., Any]) -> None:
+    """Training mode, on a model whose attention and feed-forward modules let their dropout
+    be read back (one layer each side, two heads of width 4 or 6, ``d_ff < d_model``): the
+    rules of :func:`~autograder.exercises.dropout_rules.check_dropout_placement`, with the
+    model's own places (embeddings plus positions, the layers' sub-layer outputs) checked
+    with every attention and feed-forward module in eval mode."""
+    from transformer_ref.attention import MultiHeadAttention
+    from transformer_ref.sublayers import PositionwiseFeedForward
+
+    rng = ctx.rng
+    d_k = 2 * int(rng.integers(2, 4))
+    tgt_vocab = int(rng.integers(30, 60))
+    config = dict(src_vocab=tgt_vocab + int(rng.integers(3, 20)), tgt_vocab=tgt_vocab, N=1,
+                  d_model=2 * d_k, d_ff=int(rng.integers(3, d_k + 1)), h=2,
+                  dropout=_training_dropout(rng), norm_first=bool(rng.integers(0, 2)),
+                  share_embeddings=False, tie_weights=False, max_len=64)
+    pair = build_modules(ctx, fn, **config)
+    inputs = _model_inputs(rng, config)
+    what = (f"{_config_words(config)} applied to src {tuple(inputs[0].shape)}, tgt_in "
+            f"{tuple(inputs[1].shape)} and their masks")
+    modules = list(pair.reference.named_modules())
+    attentions = [name for name, m in modules if isinstance(m, MultiHeadAttention)]
+    networks = [name for name, m in modules if isinstance(m, PositionwiseFeedForward)]
+    check_dropout_placement(
+        ctx, pair, inputs, config["dropout"], what, optional=[attentions, networks],
+        own=lambda: _check_model_own_dropout(ctx, pair, inputs, attentions + networks, what),
+        rule=MODEL_DROPOUT_RULE)
+
+
+def _check_model_own_dropout(ctx: CheckContext, pair: ModulePair, inputs: tuple[Tensor, ...],
+                             inner: list[str], what: str) -> None:
+    """With every attention and feed-forward module in eval mode (``inner``), the learner's
+    logits in training mode equal the reference's under one seed: dropout on the embeddings
+    plus positions, then on each sub-layer's output, in the model's order. Hints name a
+    missing place."""
+    seed = int(ctx.rng.integers(0, 2**31))
+    got = training_output(pair.learner, inputs, seed, what, frozen=inner)
+    reference = pair.reference
+    layers = [name for name, _ in reference.named_modules()
+              if re.fullmatch(r"(encoder|decoder)\.layers\.\d+\.dropout", name)]
+
+    def without(*paths: str) -> Tensor:
+        return reference_training_output(reference, inputs, seed, [*inner, *paths])
+
+    hints = [
+        Hint("the sums of the embeddings and the positional encodings get no dropout: "
+             "PositionalEncoding drops x + pe (the paper's place), so pass it the dropout "
+             "argument.", without("pos_encoding")),
+        Hint("the sub-layer outputs get no dropout: every encoder and decoder layer drops "
+             "each sub-layer's output before the residual add, so pass the dropout argument "
+             "on to Encoder and Decoder.", without(*layers)),
+        Hint("neither the sums of the embeddings and positions nor the sub-layer outputs "
+             "get dropout: pass the dropout argument on to PositionalEncoding, Encoder and "
+             "Decoder.", without("pos_encoding", *layers)),
+    ]
+    compare_tensors(got, without(), f"{what}: logits in training mode with every attention and "
+                                    f"feed-forward module in eval mode (so only the dropout on "
+                                    f"the embeddings plus positions and on the sub-layer outputs "
+                                    f"acts) and the same random seed as the reference",
+                    hints=hints)

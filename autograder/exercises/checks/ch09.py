@@ -34,6 +34,7 @@ from autograder.exercises.checking import (
     describe,
     error_hints,
     fail,
+    note,
 )
 from autograder.exercises.registry import register
 from autograder.exercises.torch_checking import (
@@ -282,8 +283,15 @@ def _noam_variant(step: int, d_model: int, warmup: int, factor: float, bug: str 
 
 
 def _as_float(value: Any, what: str) -> float:
-    """The learner's learning rate, which must be a Python float (NumPy's float64 is one)."""
+    """The learner's learning rate, which must be a Python float (NumPy's float64 is one;
+    another NumPy float passes with a note: only its float dtype differs)."""
     if isinstance(value, float):
+        return float(value)
+    if isinstance(value, np.floating):
+        note(("noam_rate dtype", str(value.dtype)),
+             f"{what} returned a NumPy {value.dtype} scalar where a Python float is asked for; "
+             f"the value is right, so this costs no points. Return float(rate) (NumPy float64 "
+             f"scalars are Python floats already).")
         return float(value)
     if hasattr(value, "numel") and hasattr(value, "item"):
         fail(f"{what}: expected a Python float, got a tensor ({describe_tensor(value)}). The "

@@ -160,6 +160,10 @@ class _Case:
             self.expected = greedy_decode(model, src, src_mask, max_len, **ids)
         else:
             self.expected = reference(model, src, src_mask, max_len, **kwargs)
+        # What ignoring custom start and end ids gives: the defaults' hypotheses.
+        defaults = {k: v for k, v in kwargs.items() if k not in ("bos_id", "eos_id")}
+        self.with_default_ids = (reference(model, src, src_mask, max_len, **defaults)
+                                 if defaults != kwargs and kwargs.get("beam_size") != 1 else None)
         self.unnormalised: list[list[int]] | None = None
         self.greedy: list[list[int]] | None = None
         self._reference = reference
@@ -264,12 +268,16 @@ def _designed_hint(cases: Sequence[_Case], outputs: Sequence[list[list[int]]]) -
 
 
 def _decode(fn: Callable[..., Any], case: _Case) -> list[list[int]]:
-    """The learner's hypotheses on ``case``, checked for their form."""
-    from transformer_ref.vocab import EOS_ID
+    """The learner's hypotheses on ``case``, checked for their form (and for the default
+    start and end ids where the case passes others)."""
+    from transformer_ref.vocab import BOS_ID, EOS_ID
 
     what = case.describe(getattr(fn, "__name__", "beam_search"))
     got = call_torch(fn, case.model, case.src, case.src_mask, case.max_len, **case.kwargs)
     got = _id_lists(got, case.src.size(0), what)
+    if case.with_default_ids is not None and got == case.with_default_ids != case.expected:
+        fail(f"{what}: these are the hypotheses of the default start and end ids "
+             f"({BOS_ID} and {EOS_ID}): start from bos_id and stop at eos_id, the arguments.")
     eos_id = case.kwargs.get("eos_id", EOS_ID)
     for b, hyp in enumerate(got):
         if eos_id in hyp:
@@ -456,12 +464,17 @@ def _check_beam_search(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     _run(ctx, fn, _Case(ctx.reference, model, src, src_mask, max_len, beam_size=3,
                         length_penalty=0.6))
 
-    # Other start and end ids, passed by keyword.
-    bos_id, eos_id = (int(i) for i in rng.choice(np.arange(4, vocab), size=2, replace=False))
-    model = _random_model(rng, vocab, eos_id=eos_id, eos_bias=float(rng.uniform(1.0, 2.0)))
-    src, src_mask = _sources(rng, 3, vocab, eos_id=eos_id)
-    _run(ctx, fn, _Case(ctx.reference, model, src, src_mask, 8, beam_size=3,
-                        length_penalty=0.6, bos_id=bos_id, eos_id=eos_id))
+    # Other start and end ids, passed by keyword, on a model whose answers depend on them (a
+    # random model may answer the same whatever it starts from: then draw another).
+    for _ in range(20):
+        bos_id, eos_id = (int(i) for i in rng.choice(np.arange(4, vocab), size=2, replace=False))
+        model = _random_model(rng, vocab, eos_id=eos_id, eos_bias=float(rng.uniform(1.0, 2.0)))
+        src, src_mask = _sources(rng, 3, vocab, eos_id=eos_id)
+        case = _Case(ctx.reference, model, src, src_mask, 8, beam_size=3, length_penalty=0.6,
+                     bos_id=bos_id, eos_id=eos_id)
+        if case.with_default_ids != case.expected:
+            break
+    _run(ctx, fn, case)
 
 
 # ----------------------------------------------------------------------------- batched translation
