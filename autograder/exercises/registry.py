@@ -358,6 +358,24 @@ def render_failure(message: str, width: int = 100) -> list[str]:
     return lines
 
 
+def _checked_by_service(exercise_id: str, fn: Any, hidden: bool) -> CheckResult:
+    """The result of the class's checking service for ``fn``, as :func:`grade_function`'s.
+
+    Raises:
+        CheckFailed: ``fn`` is not a function (only functions travel to the service).
+        UnknownExerciseError: the service holds no such exercise.
+    """
+    from autograder.learner.remote_check import remote_check
+
+    if not callable(fn):
+        raise CheckFailed(_not_callable(exercise_id, fn, hidden))
+    verdict = remote_check(exercise_id, fn, hidden)
+    if verdict.get("unknown"):
+        raise UnknownExerciseError(str(verdict.get("message")))
+    return CheckResult(bool(verdict.get("passed")), str(verdict.get("message")),
+                       notes=tuple(str(n) for n in verdict.get("notes", [])))
+
+
 def render_pass(result: CheckResult, width: int = 100) -> str:
     """What a notebook prints for a passed check: the success line, then each note as a
     wrapped paragraph starting ``Note:`` (plain text: the feedback page shows it as printed)."""
@@ -381,26 +399,17 @@ def check(exercise_id: str, fn: Any, hidden: bool = False) -> None:
     """
     _load_chapters()
     if exercise_id not in _REGISTRY and os.environ.get(CHECKS_ENV):
-        from autograder.learner.remote_check import remote_check
-
-        if not callable(fn):  # only functions travel to the service
-            raise CheckFailed(_not_callable(exercise_id, fn, hidden))
-        verdict = remote_check(exercise_id, fn, hidden)
-        if verdict.get("unknown"):
-            raise UnknownExerciseError(str(verdict.get("message")))
-        if not verdict.get("passed"):
-            raise CheckFailed(str(verdict.get("message")))
-        print(verdict.get("message"))
-        return
-    exercise = get_exercise(exercise_id)
-    borrowed = _borrowed(fn, exercise.load_reference())
-    if borrowed:
-        raise CheckFailed(
-            f"{exercise.id} failed: you passed {borrowed} the course's own {exercise.defines} "
-            f"({exercise.reference.partition(':')[0]}). Write your own: when this exercise is "
-            f"graded, your code runs where the course's {exercise.defines} is not available, "
-            "so this scores 0.")
-    result = grade_function(exercise_id, fn, hidden=hidden)
+        result = _checked_by_service(exercise_id, fn, hidden)
+    else:
+        exercise = get_exercise(exercise_id)
+        borrowed = _borrowed(fn, exercise.load_reference())
+        if borrowed:
+            raise CheckFailed(
+                f"{exercise.id} failed: you passed {borrowed} the course's own "
+                f"{exercise.defines} ({exercise.reference.partition(':')[0]}). Write your own: "
+                f"when this exercise is graded, your code runs where the course's "
+                f"{exercise.defines} is not available, so this scores 0.")
+        result = grade_function(exercise_id, fn, hidden=hidden)
     if not result.passed:
         raise CheckFailed(result.message)
     print(render_pass(result))

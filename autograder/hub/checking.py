@@ -65,7 +65,7 @@ def verdict(peer: SocketPeer) -> dict[str, Any]:
     if not name.isidentifier() or len(name) > 100:
         name = exercise.defines
     result = grade_function(exercise_id, RemoteCallable(peer, {"name": "answer"}, name))
-    return {"passed": result.passed, "message": result.message}
+    return {"passed": result.passed, "message": result.message, "notes": list(result.notes)}
 
 
 class _Handler(socketserver.BaseRequestHandler):

@@ -66,8 +66,8 @@ def test_same_verdicts_and_messages_as_in_the_notebook(service: Path, chapter: s
     for exercise_id, fn in _cases(chapter):
         local = grade_function(exercise_id, fn)
         verdict = remote_check(exercise_id, fn)
-        assert (verdict["passed"], verdict["message"]) == (local.passed, local.message), \
-            (exercise_id, getattr(fn, "__name__", fn))
+        assert (verdict["passed"], verdict["message"], tuple(verdict["notes"])) == (
+            local.passed, local.message, local.notes), (exercise_id, getattr(fn, "__name__", fn))
 
 
 def test_unknown_ids_hidden_checks_and_values(service: Path, monkeypatch):

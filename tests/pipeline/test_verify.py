@@ -57,6 +57,30 @@ def test_stubs_fail_verification(chapter):
     assert all("NotImplementedError" in r.message for r in results.values()), results
 
 
+def test_a_later_exercise_is_graded_on_the_courses_versions_of_earlier_ones():
+    """Chapter 7's encoder layer builds on the learner's own attention and feed-forward
+    network; graded, it gets the course's in their place, so a broken attention (here the
+    stub) costs its own points only. Chapter 8's make_model likewise gets the course's
+    DecoderLayer and Embeddings."""
+    nb = copy.deepcopy(_source("ch07_pytorch_modules"))
+    release = nbformat.read(Course.of().release_notebook("ch07_pytorch_modules"), as_version=4)
+    for name in ("multi_head_attention", "positionwise_feed_forward"):
+        cell = f"ch07_{name}_solution"
+        nb.cells[cell_index(nb, cell)].source = release.cells[cell_index(release, cell)].source
+    results = verify("ch07_pytorch_modules", nb, TORCH_LIMITS)
+    assert not results["ch07.multi_head_attention"].passed
+    assert not results["ch07.positionwise_feed_forward"].passed
+    assert results["ch07.encoder_layer"].passed, results["ch07.encoder_layer"].message
+    nb = copy.deepcopy(_source("ch08_decoder_and_model"))
+    release = nbformat.read(Course.of().release_notebook("ch08_decoder_and_model"), as_version=4)
+    for name in ("decoder_layer", "embeddings"):
+        cell = f"ch08_{name}_solution"
+        nb.cells[cell_index(nb, cell)].source = release.cells[cell_index(release, cell)].source
+    results = verify("ch08_decoder_and_model", nb, TORCH_LIMITS)
+    assert not results["ch08.decoder_layer"].passed and not results["ch08.embeddings"].passed
+    assert results["ch08.make_model"].passed, results["ch08.make_model"].message
+
+
 def test_exercises_that_may_use_each_others_answers_get_processes_of_their_own():
     ch07 = [e for e in all_exercises() if e.chapter == "ch07_pytorch_modules"]
     groups = [[e.name for e in group] for group in plan(ch07)]
