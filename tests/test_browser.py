@@ -219,7 +219,8 @@ def exchange_lab(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
 
     home = tmp_path_factory.mktemp("exchange")
     course, exchange, root = home / "course", home / "exchange", home / "learner"
-    shutil.copytree(ROOT / "notebooks" / CHAPTER, course / "notebooks" / CHAPTER)
+    for folder in ("solutions", "notebooks"):  # a release regenerates the chapter first
+        shutil.copytree(ROOT / folder / CHAPTER, course / folder / CHAPTER)
     exchange.mkdir()
     root.mkdir()
     ensure_alembic_on_path()

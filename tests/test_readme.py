@@ -122,6 +122,7 @@ PLAIN = "tests/pipeline/test_plain_nbgrader.py::"
 FORMGRADER = PLAIN + "test_formgrader_buttons_take_the_course_path"
 # The class server end to end in a browser: roster, make hub's command, and the instructor's
 # release, collect, autograde (with the class's secret) and feedback in the Formgrader.
+VIEW = "tests/pipeline/test_view.py::"
 HUB = "tests/test_hub.py::test_an_instructor_runs_a_class_through_the_formgrader"
 SECRET = "tests/pipeline/test_secret.py::"
 REAL_CLUSTER = ("tests/pipeline/test_cluster.py::"
@@ -149,6 +150,11 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     # the hub's secret file, which the Formgrader's grading in HUB uses too).
     r"^sudo \.venv/bin/python -m autograder release ch02 --exchange \S+ --course-dir \S+$": (
         HERE + "test_release_into_an_exchange_records_the_chapter_with_its_points", HUB),
+    # Closing a chapter, and the learners' view for an image (the hub's browser test closes
+    # chapter 2 by its due date in the Formgrader).
+    r"^sudo \.venv/bin/python -m autograder close ch0[23]( --at \S+)? --course-dir \S+"
+    r"( --exchange \S+)?$": (VIEW + "test_the_close_and_view_commands", HUB),
+    r"^python -m autograder view( --released .*)?$": (VIEW + "test_the_close_and_view_commands",),
     r"^sudo \.venv/bin/python -m autograder collect --exchange \S+ --course-dir \S+$": (
         "tests/pipeline/test_collect.py::test_nbgrader_exchange", HUB),
     r"^sudo AUTOGRADER_SECRET_FILE=\S+ \.venv/bin/python -m autograder autograde ch02 --jobs 2 "

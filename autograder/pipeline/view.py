@@ -12,7 +12,8 @@ It holds only what the released chapters need to run:
   pytest plugin and the Jupyter configuration layers.
 
 It never holds the reference of an exercise whose chapter is still open: such a module is
-replaced by a stub whose import says why it is missing. Nor does it hold the checks, the
+replaced by a stub whose import says why it is missing. It holds every reference of a closed
+chapter. Nor does it hold the checks, the
 sample class, the mutants, the tutorial-style code or ``solutions/``. A chapter is *released*
 once it is in the exchange's outbound folder, and *closed* once its nbgrader due date has
 passed: ``python -m autograder close ch02`` sets it to now, and the Formgrader's "Manage
@@ -35,7 +36,14 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course import CHAPTERS, COURSE_ID, ROOT, Course, course_config
+from autograder.course import (
+    CHAPTERS,
+    COURSE_ID,
+    ROOT,
+    Course,
+    course_config,
+    ensure_alembic_on_path,
+)
 from autograder.exercises.reach import closure, module_file, notebook_modules, reference_module
 from autograder.exercises.registry import all_exercises
 
@@ -80,6 +88,7 @@ def _closed(course: Course, now: datetime | None) -> set[str]:
 
     if not course.gradebook.is_file():
         return set()
+    ensure_alembic_on_path()
     now = (now or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None)  # nbgrader: naive UTC
     db_url = course_config(course.root, course.folder).CourseDirectory.db_url
     with Gradebook(db_url, COURSE_ID) as gradebook:
@@ -117,6 +126,8 @@ def plan_view(states: ChapterStates, root: Path = ROOT) -> View:
     roots = set(LEARNER_MODULES)
     for chapter in sorted(states.released | states.closed):
         roots |= _chapter_roots(chapter, root)
+    # A closed chapter's answers are shown, imported by a notebook or not.
+    roots |= {reference_module(e) for e in all_exercises() if e.chapter in states.closed}
     reached = closure(roots | {p for m in roots for p in _packages(m)})
     reached |= {p for m in reached for p in _packages(m)}
     answers = open_answers(states)
@@ -237,6 +248,7 @@ def close_chapter(course: Course, chapter: str, at: datetime | None = None) -> d
     """
     from nbgrader.api import Gradebook
 
+    ensure_alembic_on_path()
     when = (at or datetime.now(UTC)).astimezone(UTC)
     db_url = course_config(course.root, course.folder).CourseDirectory.db_url
     with Gradebook(db_url, COURSE_ID) as gradebook:

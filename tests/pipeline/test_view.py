@@ -163,3 +163,29 @@ def test_a_class_release_that_needs_an_open_answer_is_refused(tmp_path: Path):
     for chapter in CHAPTERS[:2]:
         close_chapter(course, chapter)
     check_class_release(course, tmp_path / "exchange", [CHAPTERS[2]])
+
+
+def test_the_close_and_view_commands(tmp_path: Path, capsys):
+    """The README's commands: `close` now or at a time (the view brought up to date when the
+    exchange is named), and `view` for a learners' image."""
+    from autograder.cli import main
+
+    course_dir, exchange = tmp_path / "course", tmp_path / "exchange"
+    (exchange / "build-the-transformer" / "outbound" / CHAPTERS[1]).mkdir(parents=True)
+    where = ["--course-dir", str(course_dir)]
+    assert main(["close", "ch02", *where, "--exchange", str(exchange)]) == 0
+    assert "its answers are part of the learners' view" in capsys.readouterr().out
+    answer = course_dir / "view" / "transformer_ref" / "np_scaled_attention.py"
+    assert "def softmax(" in answer.read_text()
+    assert main(["close", "ch03", "--at", "2026-12-08T18:00", *where]) == 0
+    assert "ch03_attention_head: due 2026-12-08" in capsys.readouterr().out
+    states = chapter_states(Course.of(course_dir=course_dir), exchange,
+                            datetime(2026, 12, 9, tzinfo=UTC))
+    assert states.closed == {CHAPTERS[1], CHAPTERS[2]}
+    assert main(["close", "ch03", "--at", "next tuesday", *where]) == 2
+    assert "is not a date and time" in capsys.readouterr().err
+    out = tmp_path / "view"
+    assert main(["view", "--released", "ch01", "ch02", "--closed", "ch01", "--out", str(out),
+                 *where]) == 0
+    assert "transformer_ref.np_heads" in capsys.readouterr().out  # an answer left out
+    assert (out / "transformer_ref" / "np_positional.py").read_text().count("def ") > 1

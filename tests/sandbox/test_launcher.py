@@ -325,9 +325,12 @@ from pathlib import Path
 from autograder.hub.classroom import Classroom
 from autograder.hub.spawner import learner_view
 
+from autograder.pipeline.view import refresh_view
+
 classroom = Classroom(Path(sys.argv[1]), "view-test-")
-for folder in (classroom.home("alice"), classroom.exchange):
-    folder.mkdir(parents=True)
+classroom.prepare()  # as the hub does, and the class's view of the course as a spawn writes it
+classroom.home("alice").mkdir(parents=True)
+refresh_view(classroom.course, classroom.exchange)
 cell = ("import numpy, os, sys; print(sys.executable); "
         "print(sorted(n for n in os.listdir('/tmp') if not n.startswith(('.', 'tmp', 'k'))))")
 run = subprocess.run([*learner_view(classroom, "alice", 65534, 65534), sys.executable, "-c",
