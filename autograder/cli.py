@@ -143,7 +143,7 @@ def _view(args: argparse.Namespace) -> int:
     released = set(args.released or states.released)
     closed = set(args.closed or ()) | states.closed
     view = plan_view(ChapterStates(frozenset(released | closed), frozenset(closed)), course.root)
-    write_view(view, args.out, course.root)
+    write_view(view, args.out)
     print(f"{args.out}: the learners' view for released {sorted(released) or 'none'}, closed "
           f"{sorted(closed) or 'none'}; answers left out: {', '.join(sorted(view.hidden)) or '-'}")
     return 0

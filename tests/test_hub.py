@@ -313,16 +313,18 @@ def _probe(page: Page, hub: Hub, name: str) -> str:
     would; the cell's output."""
     entry = pwd.getpwnam(hub.prefix + name)
     path = hub.state / "home" / name / "probe.ipynb"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE)])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE)], metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nbformat.write(nb, path)
     os.chown(path, entry.pw_uid, entry.pw_gid)
     page.goto(f"{hub.url}/user/{name}/lab/tree/probe.ipynb?reset")
     page.wait_for_function(KERNEL_IDLE_JS, timeout=SPAWN_MS)
     page.locator(".jp-CodeCell .cm-content").first.click()
     page.keyboard.press("Shift+Enter")
-    output = page.locator(".jp-OutputArea-output", has_text=re.compile("REFUSED|IMPORTED"))
+    output = page.locator(".jp-CodeCell .jp-OutputArea-output").first
     output.wait_for(timeout=UI_MS)
-    text = output.inner_text()
+    page.wait_for_function(KERNEL_IDLE_JS, timeout=UI_MS)
+    text = page.locator(".jp-CodeCell .jp-OutputArea").first.inner_text()
     page.locator("#jp-MainMenu").get_by_text("Kernel", exact=True).click()
     page.locator("#jp-mainmenu-kernel").get_by_text("Shut Down Kernel", exact=True).click()
     return text

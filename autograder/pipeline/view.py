@@ -128,9 +128,11 @@ def plan_view(states: ChapterStates, root: Path = ROOT) -> View:
         roots |= _chapter_roots(chapter, root)
     # A closed chapter's answers are shown, imported by a notebook or not.
     roots |= {reference_module(e) for e in all_exercises() if e.chapter in states.closed}
-    reached = closure(roots | {p for m in roots for p in _packages(m)})
-    reached |= {p for m in reached for p in _packages(m)}
     answers = open_answers(states)
+    # The packages of the stubs too: importing one must reach its message.
+    packages = {p for m in (*roots, *answers) for p in _packages(m)}
+    reached = closure(roots | packages)
+    reached |= {p for m in reached for p in _packages(m)}
     # Every open answer gets its stub, reached or not: an import of it then says why it fails.
     return View(frozenset(reached - set(answers)), answers)
 
@@ -160,9 +162,11 @@ def _stub(module: str, exercise_ids: tuple[str, ...]) -> str:
 CHAPTERS_BY_PREFIX = {chapter[:4]: chapter for chapter in CHAPTERS}
 
 
-def write_view(view: View, folder: Path, root: Path = ROOT) -> bool:
+def write_view(view: View, folder: Path) -> bool:
     """Make ``folder`` hold ``view``, in place (a learner's running server keeps seeing it);
-    return whether anything changed. Files are world-readable, folders world-listable."""
+    return whether anything changed. Files are world-readable, folders world-listable. The
+    modules and the Jupyter layers come from this installation of the course, which the view
+    stands in for."""
     with tempfile.TemporaryDirectory(prefix="autograder-view-") as scratch:
         staged = Path(scratch)
         for module in view.modules:
@@ -170,7 +174,7 @@ def write_view(view: View, folder: Path, root: Path = ROOT) -> bool:
         for module, ids in view.hidden.items():
             _stage(staged, module, _stub(module, ids).encode())
         for data in LEARNER_DATA:
-            source = root / data
+            source = ROOT / data
             if source.is_dir():
                 shutil.copytree(source, staged / data, dirs_exist_ok=True,
                                 ignore=shutil.ignore_patterns("__pycache__"))
@@ -237,7 +241,7 @@ def refresh_view(course: Course, exchange: str | os.PathLike | None,
                  now: datetime | None = None) -> bool:
     """Bring the class's view up to date with its chapters' states; whether it changed."""
     states = chapter_states(course, exchange, now)
-    return write_view(plan_view(states, course.root), view_folder(course), course.root)
+    return write_view(plan_view(states, course.root), view_folder(course))
 
 
 def close_chapter(course: Course, chapter: str, at: datetime | None = None) -> datetime:

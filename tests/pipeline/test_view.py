@@ -94,10 +94,14 @@ def test_the_files_hold_no_reference_code(ch08_view: Path):
     assert not list(ch08_view.rglob("mutants")) and not list(ch08_view.rglob("checks/ch*.py"))
 
 
-def test_a_hidden_module_says_why_and_when(ch08_view: Path):
+def test_a_hidden_module_says_why_and_when(ch08_view: Path, tmp_path: Path):
     result = _run_in_view(ch08_view, "import transformer_ref.decoder_layer")
     assert result.returncode != 0
     assert "ch08.decoder_layer" in result.stderr and "closes the chapter" in result.stderr
+    # Also in a class whose released chapters import nothing of the course (chapter 2).
+    write_view(plan_view(_open(2)), tmp_path)
+    result = _run_in_view(tmp_path, "from transformer_ref import softmax")
+    assert "ch02.softmax" in result.stderr and "still open" in result.stderr
 
 
 @pytest.mark.parametrize("k", range(1, len(CHAPTERS) + 1), ids=lambda k: CHAPTERS[k - 1])
@@ -138,6 +142,11 @@ def test_write_view_updates_in_place_and_says_when_it_changed(tmp_path: Path):
     assert write_view(plan_view(_open(4)), tmp_path)
     assert (tmp_path / "transformer_ref").stat().st_ino == marker  # the same folder, in place
     assert json.loads((tmp_path / "view.json").read_text())["hidden"]
+    # A learner's JupyterLab reads the course's configuration layers from the view.
+    layers = tmp_path / "autograder" / "learner" / "jupyter"
+    assert (layers / "learner" / "nbgrader_config.py").is_file()
+    assert (layers / "exchange" / "nbgrader_config.py").is_file()
+    assert not (layers / "instructor").exists()
     assert (tmp_path / "transformer_ref" / "np_heads.py").read_text().startswith('"""Not available')
 
 
