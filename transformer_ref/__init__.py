@@ -73,6 +73,8 @@ _LAZY = {
     **dict.fromkeys(("load_checkpoint", "load_model", "save_checkpoint"), "checkpoint"),
     **dict.fromkeys(("autocast_dtype", "resolve_device"), "device"),
     "LabelSmoothingLoss": "losses",
+    "build_model": "build",
+    "LearnedPositionalEncoding": "learned_positional",
     "get_preset": "presets",
     **dict.fromkeys(("noam_lambda", "noam_rate"), "schedule"),
     **dict.fromkeys(("TrainConfig", "fit"), "training"),

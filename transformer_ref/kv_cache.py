@@ -28,6 +28,7 @@ from transformer_ref.beam import beam_loop, beam_search
 from transformer_ref.decoder import Decoder, DecoderLayer
 from transformer_ref.encoder_decoder import EncoderDecoder
 from transformer_ref.greedy import check_max_len, check_source, greedy_decode, greedy_loop
+from transformer_ref.learned_positional import LearnedPositionalEncoding
 from transformer_ref.positional import PositionalEncoding
 from transformer_ref.sublayers import residual
 from transformer_ref.validation import require_int
@@ -46,7 +47,7 @@ def can_cache(model: nn.Module) -> bool:
     decoder = model.decoder
     return (
         type(decoder) is Decoder
-        and type(model.pos_encoding) is PositionalEncoding
+        and type(model.pos_encoding) in (PositionalEncoding, LearnedPositionalEncoding)
         and all(
             type(layer) is DecoderLayer
             and type(layer.self_attn) is MultiHeadAttention
@@ -121,7 +122,10 @@ class DecoderCache:
             )
         model = self.model
         x = model.tgt_embed(ys[:, -1:])
-        x = x + model.pos_encoding.pe[:, t - 1 : t].to(x.dtype)
+        if type(model.pos_encoding) is LearnedPositionalEncoding:
+            x = model.pos_encoding(x, start=t - 1)  # eval mode: no dropout
+        else:
+            x = x + model.pos_encoding.pe[:, t - 1 : t].to(x.dtype)
         for i, layer in enumerate(self.layers):
             x = residual(x, functools.partial(self._self_attend, i), layer.norm1, layer.dropout,
                          layer.norm_first)
