@@ -321,7 +321,7 @@ def plot_transformer(
         middle = COLUMN_SPACING / 2
         _arrow(ax, [(0, encoder_top), (0, encoder_top + GAP), (middle, encoder_top + GAP),
                     (middle, cross), (decoder_x - BOX_W / 2, cross)])
-        ax.text(middle - 0.08, (encoder_top + GAP + cross) / 2, "memory: keys and values",
+        ax.text(middle - 0.08, (encoder_top + GAP + cross) / 2, "memory\n(keys, values)",
                 rotation=90, ha="right", va="center", fontsize=FONT - 0.5, style="italic")
         ax.text(decoder_x - 0.12, cross - TWO_LINE_H / 2 - 0.06, "queries from below",
                 ha="right", va="top", fontsize=FONT - 1.5, style="italic")

@@ -35,7 +35,7 @@ def test_the_paper_base_model_by_default(tmp_path):
     # Post-LN: every sub-layer (2 in an encoder layer, 3 in a decoder layer) ends in Add & Norm.
     assert count(ax, "Add & LayerNorm") == 5 and count(ax, "final LayerNorm") == 0
     assert count(ax, "mask: source padding") == 2 and count(ax, "mask: causal + padding") == 1
-    assert count(ax, "memory: keys and values") == 1 and count(ax, "Softmax") == 1
+    assert count(ax, "memory\n(keys, values)") == 1 and count(ax, "Softmax") == 1
     assert count(ax, "Positional encoding\nsinusoidal") == 2
     ax.figure.savefig(tmp_path / "transformer.png")
     assert (tmp_path / "transformer.png").stat().st_size > 10_000
@@ -95,7 +95,7 @@ def test_the_encoder_alone():
     ax = plot_transformer({"N": 2, "d_model": 64, "h": 4, "d_ff": 128}, encoder_only=True)
     assert ax.get_title().startswith("The Transformer encoder: N = 2 layers")
     assert count(ax, "Add & LayerNorm") == 2 and count(ax, "Softmax") == 0
-    assert count(ax, "memory: keys and values") == 0
+    assert count(ax, "memory\n(keys, values)") == 0
     assert count(ax, "encoder output (memory), width 64") == 1
 
 
