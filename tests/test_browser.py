@@ -425,8 +425,9 @@ def test_solution_notebook_runs_clean_with_figures(
     for exercise in ("positional_encoding", "relative_position_matrix"):
         for kind in ("visible", "hidden"):
             assert f"ch01.{exercise} ({kind} checks): all passed." in outputs
-    # Two heatmaps and three line plots, each decoded to a real picture by the browser.
-    assert images.count() == 5
+    # Two heatmaps, three line plots and the rotary-position (RoPE) heatmaps, each decoded to a
+    # real picture by the browser.
+    assert images.count() == 6
     for index in range(images.count()):
         assert images.nth(index).evaluate("img => img.complete && img.naturalWidth > 100")
 

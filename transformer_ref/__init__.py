@@ -30,6 +30,8 @@ __getattr__, __dir__, __all__ = lend(__name__, {
     "transformer_ref.generator": ("Generator",),
     "transformer_ref.encoder_decoder": ("EncoderDecoder",),
     "transformer_ref.model": ("make_model",),
+    "transformer_ref.build": ("build_model",),
+    "transformer_ref.learned_positional": ("LearnedPositionalEncoding",),
     "transformer_ref.basic_masks": ("make_src_mask", "subsequent_mask"),
     "transformer_ref.targets": ("make_tgt_mask", "shift_right"),
     "transformer_ref.data": (

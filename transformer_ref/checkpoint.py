@@ -3,7 +3,7 @@
 A checkpoint is a dict saved with ``torch.save`` holding
 
 ``"model"``          the model's ``state_dict``
-``"model_config"``   ``model.config``: ``make_model(**config)`` rebuilds the architecture
+``"model_config"``   ``model.config``: ``build_model(**config)`` rebuilds the architecture
 ``"optimizer"``      optimizer ``state_dict`` (or None)
 ``"scheduler"``      learning-rate scheduler ``state_dict`` (or None)
 ``"step"``           optimizer steps taken
@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from transformer_ref.modules import make_model
+from transformer_ref.build import build_model
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -69,7 +69,7 @@ def save_checkpoint(
     model = unwrap(model)
     if not hasattr(model, "config"):
         raise TypeError(
-            "save_checkpoint needs a model built by transformer_ref.modules.make_model "
+            "save_checkpoint needs a model built by make_model or build_model "
             f"(it has a .config dict); got {type(model).__name__}"
         )
     checkpoint = {
@@ -132,6 +132,6 @@ def load_model(
     Returns ``(model, checkpoint_dict)``.
     """
     checkpoint = load_checkpoint(path, map_location="cpu")
-    model = make_model(**checkpoint["model_config"])
+    model = build_model(**checkpoint["model_config"])
     model.load_state_dict(checkpoint["model"])
     return model.to(device).eval(), checkpoint

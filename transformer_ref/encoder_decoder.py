@@ -16,14 +16,16 @@ if TYPE_CHECKING:
     from transformer_ref.embeddings import Embeddings
     from transformer_ref.encoder import Encoder
     from transformer_ref.generator import Generator
+    from transformer_ref.learned_positional import LearnedPositionalEncoding
     from transformer_ref.positional import PositionalEncoding
 
 
 class EncoderDecoder(nn.Module):
     """The full translation model: embeddings, encoder, decoder and generator.
 
-    ``config`` holds the :func:`make_model` arguments, so ``make_model(**model.config)``
-    rebuilds the same architecture (for example to load a saved ``state_dict``).
+    ``config`` holds the :func:`make_model` arguments (and ``positions`` for a model with
+    learned positions), so ``build_model(**model.config)`` rebuilds the same architecture (for
+    example to load a saved ``state_dict``).
     """
 
     def __init__(
@@ -32,7 +34,7 @@ class EncoderDecoder(nn.Module):
         decoder: Decoder,
         src_embed: Embeddings,
         tgt_embed: Embeddings,
-        pos_encoding: PositionalEncoding,
+        pos_encoding: PositionalEncoding | LearnedPositionalEncoding,
         generator: Generator,
         config: dict | None = None,
     ) -> None:

@@ -30,6 +30,7 @@ from transformer_ref.decoder import Decoder
 from transformer_ref.decoder_layer import DecoderLayer
 from transformer_ref.encoder_decoder import EncoderDecoder
 from transformer_ref.greedy import check_max_len, check_source, greedy_decode, greedy_loop
+from transformer_ref.learned_positional import LearnedPositionalEncoding
 from transformer_ref.positional import PositionalEncoding
 from transformer_ref.sublayers import residual
 from transformer_ref.vocab import BOS_ID, EOS_ID
@@ -47,7 +48,7 @@ def can_cache(model: nn.Module) -> bool:
     decoder = model.decoder
     return (
         type(decoder) is Decoder
-        and type(model.pos_encoding) is PositionalEncoding
+        and type(model.pos_encoding) in (PositionalEncoding, LearnedPositionalEncoding)
         and all(
             type(layer) is DecoderLayer
             and type(layer.self_attn) is MultiHeadAttention
@@ -122,7 +123,10 @@ class DecoderCache:
             )
         model = self.model
         x = model.tgt_embed(ys[:, -1:])
-        x = x + model.pos_encoding.pe[:, t - 1 : t].to(x.dtype)
+        if type(model.pos_encoding) is LearnedPositionalEncoding:
+            x = model.pos_encoding(x, start=t - 1)  # eval mode: no dropout
+        else:
+            x = x + model.pos_encoding.pe[:, t - 1 : t].to(x.dtype)
         for i, layer in enumerate(self.layers):
             x = residual(x, functools.partial(self._self_attend, i), layer.norm1, layer.dropout,
                          layer.norm_first)

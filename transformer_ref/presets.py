@@ -20,6 +20,7 @@ import ast
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from transformer_ref.build import POSITIONS
 from transformer_ref.training import TrainConfig
 
 TASKS = ("copy", "reverse", "sort", "multi30k")
@@ -32,7 +33,8 @@ class Preset:
 
     Attributes:
         task, name: what this preset is for.
-        model: keyword arguments for ``make_model`` other than the vocabulary sizes.
+        model: keyword arguments for ``build_model`` (``make_model``'s, and ``positions``)
+            other than the vocabulary sizes.
         train: optimisation settings.
         num_train, num_eval: synthetic tasks: training pairs and held-out pairs generated.
         num_symbols, min_len, max_len: synthetic tasks: alphabet and sequence lengths.
@@ -137,7 +139,7 @@ def get_preset(task: str, name: str = "cpu", **train_overrides: Any) -> Preset:
 
 
 MODEL_SETTINGS = ("N", "d_model", "d_ff", "h", "dropout", "norm_first", "share_embeddings",
-                  "tie_weights")
+                  "tie_weights", "max_len", "positions")
 PRESET_SETTINGS = ("bpe_vocab_size", "max_train_len", "eval_sentences", "beam_size",
                    "length_penalty", "cpu_threads")
 
@@ -161,13 +163,17 @@ def with_settings(preset: Preset, settings: dict[str, Any]) -> Preset:
     """A copy of ``preset`` with some settings changed, for tuning runs.
 
     A name may be a :class:`~transformer_ref.training.TrainConfig` field (``warmup``,
-    ``lr_factor``, ``max_tokens``, ...), a model argument (:data:`MODEL_SETTINGS`) or a
-    preset field (:data:`PRESET_SETTINGS`).
+    ``lr_factor``, ``max_tokens``, ...), a model argument (:data:`MODEL_SETTINGS`; e.g.
+    ``positions="learned"`` for a learned position table) or a preset field
+    (:data:`PRESET_SETTINGS`).
     """
     train_names = tuple(f.name for f in fields(TrainConfig))
     model, train, other = dict(preset.model), {}, {}
     for name, value in settings.items():
-        current = model.get(name, getattr(preset.train, name, getattr(preset, name, None)))
+        # A model setting is compared with the model's value only: the preset's max_len is
+        # the synthetic tasks' sequence length, not the model's positional range.
+        current = (model.get(name) if name in MODEL_SETTINGS
+                   else getattr(preset.train, name, getattr(preset, name, None)))
         if isinstance(current, (int, float)) and not isinstance(value, type(current)) and not (
             isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool)
         ):
@@ -175,6 +181,12 @@ def with_settings(preset: Preset, settings: dict[str, Any]) -> Preset:
                 f"setting {name} must be of type {type(current).__name__}, like its preset value "
                 f"{current!r}, got {value!r}"
             )
+        if name == "positions" and value not in POSITIONS:
+            raise ValueError(f"setting positions must be one of {POSITIONS}, got {value!r}")
+        if name == "max_len" and (not isinstance(value, int) or isinstance(value, bool)
+                                  or value < 2):
+            raise ValueError(f"setting max_len must be a whole number of positions >= 2, got "
+                             f"{value!r}")
         if name in MODEL_SETTINGS:
             model[name] = value
         elif name in train_names:

@@ -31,12 +31,12 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from transformer_ref.batching import collate
+from transformer_ref.build import build_model
 from transformer_ref.checkpoint import load_checkpoint, unwrap
 from transformer_ref.data import load_multi30k, multi30k_dir, synthetic_pairs
 from transformer_ref.device import autocast_dtype, device_name
 from transformer_ref.losses import LabelSmoothingLoss
 from transformer_ref.metrics import corpus_bleu, exact_match
-from transformer_ref.modules import make_model
 from transformer_ref.presets import (
     PRESETS,
     TASKS,
@@ -302,9 +302,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         setup = synthetic_setup(preset, args.seed, device)
     if resume_from is not None:
-        model = make_model(**resume_from["model_config"])
+        model = build_model(**resume_from["model_config"])
     else:
-        model = make_model(setup.vocab_size, setup.vocab_size, **preset.model)
+        model = build_model(setup.vocab_size, setup.vocab_size, **preset.model)
     model.to(device)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"{len(setup.train_pairs)} training pairs, vocabulary {setup.vocab_size}, "

@@ -105,15 +105,20 @@ def test_eval_every_must_not_be_negative(tmp_path):
 def test_set_changes_one_setting_and_the_run_records_it(tmp_path):
     proc = train_cli("--task", "reverse", "--preset", "cpu", "--device", "cpu", "--out",
                      str(tmp_path), "--max-steps", "3", "--eval-every", "0",
-                     "--set", "dropout=0.25", "--set", "decay=linear", "--set", "warmup=2")
+                     "--set", "dropout=0.25", "--set", "decay=linear", "--set", "warmup=2",
+                     "--set", "positions=learned", "--set", "max_len=32")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads((tmp_path / "metrics.json").read_text())
-    assert report["settings"] == {"dropout": 0.25, "decay": "linear", "warmup": 2}
+    assert report["settings"] == {"dropout": 0.25, "decay": "linear", "warmup": 2,
+                                  "positions": "learned", "max_len": 32}
     assert report["model_config"]["dropout"] == 0.25
+    assert report["model_config"]["positions"] == "learned"
     assert report["train_config"]["decay"] == "linear" and report["steps"] == 3
     assert report["stop_reason"] is None
-    _, ckpt = load_model(tmp_path / "checkpoint.pt")
+    model, ckpt = load_model(tmp_path / "checkpoint.pt")
     assert ckpt["model_config"]["dropout"] == 0.25
+    # The learned table comes back from the checkpoint, trained, with the range asked for.
+    assert model.pos_encoding.pe.weight.shape == (32, report["model_config"]["d_model"])
 
 
 @pytest.mark.parametrize(("setting", "message"), [
