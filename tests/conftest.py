@@ -1,9 +1,12 @@
 """Shared fixtures: the project root, the Multi30k files that sit beside the project, free
-ports, and the browser of the browser tests."""
+ports, a class's checking service, and the browser of the browser tests."""
 
 import importlib.util
 import os
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -61,6 +64,27 @@ def free_port() -> Callable[[], int]:
             return sock.getsockname()[1]
 
     return find
+
+
+@pytest.fixture(scope="session")
+def checking_service(tmp_path_factory) -> Iterator[Path]:
+    """A class's checking service (autograder/hub/checking.py) as the class server starts it;
+    its socket. It answers once its warm-up is done (connections wait until then)."""
+    path = tmp_path_factory.mktemp("checks") / "socket"
+    process = subprocess.Popen([sys.executable, "-m", "autograder.hub.checking",
+                                "--listen", str(path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120  # it listens before it warms up
+    while not path.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"the checking service did not start: {process.stdout.read()}")
+        time.sleep(0.2)
+    try:
+        yield path
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,8 +8,11 @@ the course's configuration routes through its sandboxed, verified grading, in a 
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import sys
+import sysconfig
 from pathlib import Path
 
 import nbformat
@@ -22,8 +25,11 @@ from nbgrader.nbgraderformat import MetadataValidator
 from nbgrader.validator import Validator
 
 from autograder.course import ROOT, course_config
+from autograder.exercises.checking import CHECKS_ENV
 from autograder.exercises.registry import all_exercises, get_exercise
+from autograder.notebook import strip_hidden_tests
 from autograder.pipeline.release import chapters_in, generate
+from autograder.pipeline.view import ChapterStates, plan_view, write_view
 
 CHAPTERS = chapters_in(ROOT)
 TEST_SECRET = "notebook-tests-secret"
@@ -173,14 +179,52 @@ def test_release_keeps_no_solutions_or_hidden_tests(course: dict) -> None:
 # ------------------------------------------------------------------ running the notebooks
 
 
+def view_kernel(chapter: str, folder: Path) -> str:
+    """A kernel that sees the course as a class's learners see it while ``chapter`` is open
+    (the chapters before it closed): only the class's view of the course (no editable install,
+    no checks, no answers of ``chapter``), its checks answered by the class's checking service.
+    Its name, with its kernelspec under ``folder/kernels`` (put ``folder`` on JUPYTER_PATH)."""
+    k = CHAPTERS.index(chapter) + 1
+    view = folder / "view"
+    write_view(plan_view(ChapterStates(frozenset(CHAPTERS[:k]), frozenset(CHAPTERS[:k - 1]))),
+               view)
+    start = (f"import sys; sys.path[:0] = [{str(view)!r}, {sysconfig.get_paths()['purelib']!r}]; "
+             "from ipykernel.kernelapp import launch_new_instance; launch_new_instance()")
+    spec = folder / "kernels" / "class-view"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-S", "-c", start, "-f", "{connection_file}"],
+        "display_name": "a class's view", "language": "python"}))
+    return "class-view"
+
+
 @pytest.mark.slow
-def test_source_notebook_runs_and_validates(course: dict, monkeypatch) -> None:
-    """nbgrader's validator executes every cell: no errors, no stderr, every graded cell passes."""
-    monkeypatch.setenv("AUTOGRADER_SECRET", TEST_SECRET)
+def test_source_notebook_runs_and_validates(course: dict, monkeypatch, tmp_path: Path,
+                                            checking_service: Path) -> None:
+    """nbgrader's validator executes every cell of the solution notebook as a learner has it
+    (the hidden tests left out): no errors, no stderr, every graded cell passes.
+
+    The kernel runs in a class's view of the course while the chapter is open, so a notebook
+    that needed an answer it is graded on, or a check of the kernel's own, fails here; in
+    self-study the learner has all of that view and more (and autograding, below, runs the
+    notebook, hidden tests included, with the whole course)."""
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+    monkeypatch.setenv(CHECKS_ENV, str(checking_service))
     chapter = course["chapter"]
-    validator = Validator(config=course_config(course["root"], course["course_dir"]))
+    source = course["root"] / "solutions" / chapter / f"{chapter}.ipynb"
+    nb = nbformat.read(source, as_version=4)
+    for cell in nb.cells:
+        cell.source = strip_hidden_tests(cell.source)
+    learners = source.with_name(f"{chapter}.learner.ipynb")  # beside its data files
+    nbformat.write(nb, learners)
+    config = course_config(course["root"], course["course_dir"])
+    config.Execute.kernel_name = view_kernel(chapter, tmp_path)
+    validator = Validator(config=config)
     validator.validate_all = True
-    results = validator.validate(str(course["root"] / "solutions" / chapter / f"{chapter}.ipynb"))
+    try:
+        results = validator.validate(str(learners))
+    finally:
+        learners.unlink()
     assert results == {}, f"{chapter}: {results}"
 
 

@@ -4,11 +4,8 @@ learner's own process and the checks in the service's."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,35 +21,6 @@ from autograder.pipeline.view import ChapterStates, plan_view, write_view
 MUTANTS = all_mutants()
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory) -> Iterator[Path]:
-    """A checking service of its own, as the class server starts it."""
-    path = tmp_path_factory.mktemp("checks") / "socket"
-    process = subprocess.Popen([sys.executable, "-m", "autograder.hub.checking",
-                                "--listen", str(path)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 300  # it warms up on every exercise first
-    while not _accepts(path):
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"the checking service did not start: {process.stdout.read()}")
-        time.sleep(0.5)
-    yield path
-    process.terminate()
-    process.wait(timeout=30)
-
-
-def _accepts(path: Path) -> bool:
-    if not path.exists():
-        return False
-    with socket.socket(socket.AF_UNIX) as probe:
-        try:
-            probe.connect(str(path))
-        except OSError:
-            return False
-    return True
-
-
 def _cases(chapter: str) -> list[tuple[str, object]]:
     cases = [(e.id, e.load_reference()) for e in all_exercises() if e.chapter == chapter]
     return cases + [(m.exercise, m.fn) for m in MUTANTS if m.exercise[:4] == chapter[:4]]
@@ -60,9 +28,9 @@ def _cases(chapter: str) -> list[tuple[str, object]]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_same_verdicts_and_messages_as_in_the_notebook(service: Path, chapter: str,
+def test_same_verdicts_and_messages_as_in_the_notebook(checking_service: Path, chapter: str,
                                                        monkeypatch):
-    monkeypatch.setenv(CHECKS_ENV, str(service))
+    monkeypatch.setenv(CHECKS_ENV, str(checking_service))
     for exercise_id, fn in _cases(chapter):
         local = grade_function(exercise_id, fn)
         verdict = remote_check(exercise_id, fn)
@@ -70,8 +38,8 @@ def test_same_verdicts_and_messages_as_in_the_notebook(service: Path, chapter: s
             local.passed, local.message, local.notes), (exercise_id, getattr(fn, "__name__", fn))
 
 
-def test_unknown_ids_hidden_checks_and_values(service: Path, monkeypatch):
-    monkeypatch.setenv(CHECKS_ENV, str(service))
+def test_unknown_ids_hidden_checks_and_values(checking_service: Path, monkeypatch):
+    monkeypatch.setenv(CHECKS_ENV, str(checking_service))
     verdict = remote_check("ch02.sofmax", len)
     assert verdict["unknown"] and "ch02.softmax" in verdict["message"]
     verdict = remote_check("ch02.softmax", len, hidden=True)
@@ -84,7 +52,7 @@ def test_a_service_that_is_down_is_named_with_what_to_do(tmp_path: Path, monkeyp
         remote_check("ch02.softmax", len)
 
 
-def test_a_notebook_in_the_learners_view_checks_through_the_service(service: Path,
+def test_a_notebook_in_the_learners_view_checks_through_the_service(checking_service: Path,
                                                                      tmp_path: Path):
     """In a view without the checks and chapter 2's answers, check() gives the notebook's
     verdicts: a pass printed, a failure raised with the check's message and hint."""
@@ -110,7 +78,7 @@ except AssertionError as exc:
 """
     result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
                             timeout=300, cwd=tmp_path,
-                            env={"PATH": "/usr/bin:/bin", CHECKS_ENV: str(service)})
+                            env={"PATH": "/usr/bin:/bin", CHECKS_ENV: str(checking_service)})
     assert result.returncode == 0, result.stderr
     assert "ch02.softmax (visible checks): all passed." in result.stdout
     assert "FAILED: ch02.softmax (visible checks) failed:" in result.stdout
