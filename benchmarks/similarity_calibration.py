@@ -9,15 +9,19 @@ and that pasted after a helper of the learner's own, with a print, in one longer
 
 Honest work (must not be flagged): the sample class's learners who write their own answers or
 the mutants' valid alternatives and bugs (``autograder/demo/sample_class.py``), every mutant
-(``autograder/demo/mutants``), and the answers of learners who follow the notebook's hints or
-a tutorial's structure with their own lines (``autograder/demo/honest_styles.py``), each
+(``autograder/demo/mutants``), and the answers of learners who follow the notebook's hints,
+to the letter or in their own way, or a tutorial's structure with their own lines
+(``autograder/demo/honest_styles.py``, ``autograder/demo/literal_followers.py``), each
 against the course's code and against each other.
 
 Prints, per group, the pairs' similarities (:mod:`autograder.pipeline.similarity`: the share
 of the other code found in the answer) with the shared tokens, the closest honest pairs, and
-what the current figures flag; ``--sweep`` also counts, for other noise, size and threshold
-figures, the copies flagged and the honest answers flagged. As a baseline, copydetect on the
-code as written (its own tokeniser, its defaults of 25 characters) scores the same copies.
+what the current figures flag, the pairs of the exercises compared as written in groups of
+their own; then the exercises whose text dictates their code (where an honest answer reaches
+the flag in normalised form), which ``similarity.DICTATED`` must list. ``--sweep`` also counts,
+for other noise, size and threshold figures, the copies flagged and the honest answers
+flagged, in each form. As a baseline, copydetect on the code as written (its own tokeniser,
+its defaults of 25 characters) scores the same copies.
 """
 
 from __future__ import annotations
@@ -153,8 +157,11 @@ def compared(work, sources, boilerplate) -> dict[str, list]:
     class against each other."""
     group_of = {learner: group for group, classes, _ in work for cells in classes
                 for learner in cells}
-    everyone = {learner: answers for _, classes, _ in work for cells in classes
-                for learner, answers in cells.items()}
+    everyone: Cells = {}  # a learner of several chapters answers all their cells
+    for _, classes, _ in work:
+        for cells in classes:
+            for learner, answers in cells.items():
+                everyone.setdefault(learner, {}).update(answers)
     found: dict[str, list] = {}
     for p in similarity.reference_pairs(everyone, sources, boilerplate):
         found.setdefault(f"{group_of[p.learner.owner]} vs course", []).append(p)

@@ -83,7 +83,7 @@ class Code:
             (``transformer_ref/decoder.py``).
         place: the grade id of a learner's cell, or where a course unit comes from: the
             definition (``DecoderLayer.forward``) or the solution cell's grade id.
-        unit: the normalised code.
+        unit: the code in ``form``.
         source: the code as written (a cell, or the definition's lines).
         course: whether the code is the course's own.
         form: the form of ``unit``, :data:`NORMALISED` or :data:`WRITTEN`.
@@ -361,7 +361,8 @@ def _hashes(codes: Iterable[str], form: str) -> frozenset[int]:
 
 def _answers(course: Course, chapter: str, cells: set[str]) -> dict[str, str]:
     """grade id -> the course's answer (the source notebook's solution cell) of ``cells``;
-    none without a source notebook (its learners' literal answers then share it as written)."""
+    none without a source notebook (then learners who follow the text share that answer as
+    written with each other, and may be flagged)."""
     path = course.source_notebook(chapter)
     if not cells or not path.is_file():
         return {}
@@ -394,8 +395,11 @@ def stub_hashes(course: Course, chapter: str, dictated: Iterable[str] = DICTATED
     answers = _answers(course, chapter, as_written)
     forms = {cell_id: WRITTEN if cell_id in as_written else NORMALISED for cell_id in stubs}
     shown_hashes = {form: _hashes(shown, form) for form in set(forms.values())}
-    return {cell_id: Boilerplate(forms[cell_id], shown_hashes[forms[cell_id]] | _hashes(
-        [stub, answers.get(cell_id, "")], forms[cell_id])) for cell_id, stub in stubs.items()}
+    found = {}
+    for cell_id, stub in stubs.items():
+        given = _hashes([stub, answers.get(cell_id, "")], forms[cell_id])
+        found[cell_id] = Boilerplate(forms[cell_id], shown_hashes[forms[cell_id]] | given)
+    return found
 
 
 # How the code of a pair was compared, by form.

@@ -99,8 +99,10 @@ def _row(number: int, pair: Pair, threshold: float) -> str:
 
 
 def _side_by_side(number: int, pair: Pair, threshold: float) -> str:
+    from autograder.pipeline.similarity import WRITTEN
+
     flag = " (flagged)" if pair.flagged(threshold) else ""
-    flag += " (compared as written)" if pair.learner.form == "written" else ""
+    flag += " (compared as written)" if pair.learner.form == WRITTEN else ""
     left = highlighted(pair.learner.unit.text, pair.overlap.regions[0])
     right = highlighted(pair.other.unit.text, pair.overlap.regions[1])
     return (f'<h3 id="pair-{number}">{number}. {html.escape(pair.cell)}: '
