@@ -69,8 +69,9 @@ DICTATED = frozenset({"ch02.scaled_dot_product_attention", "ch07.encoder_layer",
                       "ch07.positionwise_feed_forward", "ch08.decoder_layer"})
 CODES = (COPIED_REFERENCE, SIMILAR_SUBMISSIONS)
 # The course's implementations beside transformer_ref and the solution notebooks. The other
-# modules of autograder/demo are not among them: the mutants, own_work and honest_styles stand
-# for learners' own work (the sample class and the calibration are made of them).
+# modules of autograder/demo are not among them: the mutants, own_work, honest_styles and
+# literal_followers stand for learners' own work (the sample class and the calibration are
+# made of them).
 DEMO_IMPLEMENTATIONS = ("autograder/demo/tutorial_style.py",)
 
 
