@@ -507,7 +507,9 @@ def add_similarity(subparsers: argparse._SubParsersAction) -> None:
                     "with the course's own implementations (transformer_ref, the solution "
                     "notebooks, the tutorial-style code) and with the same cell of every other "
                     "learner, once names, comments, docstrings, layout and the order of "
-                    "definitions are set aside. Flags copied_reference and similar_submissions "
+                    "definitions are set aside (as written, beyond the course's answer, where "
+                    "an exercise's text dictates the code). Flags copied_reference and "
+                    "similar_submissions "
                     "for the instructor (never shown to learners, never changing a score), "
                     "writes <course-dir>/similarity/<chapter>.html and exits 1 when a cell is "
                     "flagged. autograde runs the same check after grading.")

@@ -9,15 +9,19 @@ and that pasted after a helper of the learner's own, with a print, in one longer
 
 Honest work (must not be flagged): the sample class's learners who write their own answers or
 the mutants' valid alternatives and bugs (``autograder/demo/sample_class.py``), every mutant
-(``autograder/demo/mutants``), and the answers of learners who follow the notebook's hints or
-a tutorial's structure with their own lines (``autograder/demo/honest_styles.py``), each
+(``autograder/demo/mutants``), and the answers of learners who follow the notebook's hints,
+to the letter or in their own way, or a tutorial's structure with their own lines
+(``autograder/demo/honest_styles.py``, ``autograder/demo/literal_followers.py``), each
 against the course's code and against each other.
 
 Prints, per group, the pairs' similarities (:mod:`autograder.pipeline.similarity`: the share
 of the other code found in the answer) with the shared tokens, the closest honest pairs, and
-what the current figures flag; ``--sweep`` also counts, for other noise, size and threshold
-figures, the copies flagged and the honest answers flagged. As a baseline, copydetect on the
-code as written (its own tokeniser, its defaults of 25 characters) scores the same copies.
+what the current figures flag, the pairs of the exercises compared as written in groups of
+their own; then the exercises whose text dictates their code (where an honest answer reaches
+the flag in normalised form), which ``similarity.DICTATED`` must list. ``--sweep`` also counts,
+for other noise, size and threshold figures, the copies flagged and the honest answers
+flagged, in each form. As a baseline, copydetect on the code as written (its own tokeniser,
+its defaults of 25 characters) scores the same copies.
 """
 
 from __future__ import annotations
@@ -116,12 +120,18 @@ def honest_cells() -> Cells:
 # ----------------------------------------------------------------------------- measuring
 
 
-def all_stubs() -> dict[str, set[int]]:
+def exercise_of(cell: str) -> str:
+    """``ch08_decoder_layer_solution`` -> ``ch08.decoder_layer``."""
+    return cell.removesuffix("_solution").replace("_", ".", 1)
+
+
+def all_stubs(dictated=similarity.DICTATED) -> dict[str, similarity.Boilerplate]:
+    """grade id -> how that cell is compared, for every chapter; ``dictated`` as written."""
     course = Course.of(ROOT)
-    stubs: dict[str, set[int]] = {}
+    found: dict[str, similarity.Boilerplate] = {}
     for chapter in sorted(p.name for p in (ROOT / "notebooks").glob("ch*")):
-        stubs |= similarity.stub_hashes(course, chapter)
-    return stubs
+        found |= similarity.stub_hashes(course, chapter, dictated)
+    return found
 
 
 def by_chapter(cells: Cells) -> dict[str, Cells]:
@@ -132,26 +142,55 @@ def by_chapter(cells: Cells) -> dict[str, Cells]:
     return grouped
 
 
-def measure(sources, stubs) -> dict[str, list]:
-    """group -> its pairs (similarity, tokens, learner, other) under the current figures."""
-    copy_cells = copies()
+def honest_work() -> list[tuple[str, list[Cells], bool]]:
+    """``(group, its classes, whether its learners are compared with each other)`` of the
+    honest answers: the sample class by chapter, the mutants, and the hint-following and
+    tutorial-style learners by chapter."""
     class_cells, _ = sample_class_cells()
-    honest = honest_cells()
-    groups: dict[str, list] = {}
+    return [("sample class", list(class_cells.values()), True),
+            ("mutants", [mutant_cells()], False),
+            ("hints and tutorials", list(by_chapter(honest_cells()).values()), True)]
 
-    def add(group: str, pairs) -> None:
-        groups.setdefault(group, []).extend(
-            (p.similarity, p.tokens, p.learner.label, p.other.label) for p in pairs)
 
-    add("copies vs course", similarity.reference_pairs(copy_cells, sources, stubs))
-    for cells in class_cells.values():
-        add("sample class vs course", similarity.reference_pairs(cells, sources, stubs))
-        add("sample class, learner pairs", similarity.learner_pairs(cells, stubs))
-    add("mutants vs course", similarity.reference_pairs(mutant_cells(), sources, stubs))
-    add("hints and tutorials vs course", similarity.reference_pairs(honest, sources, stubs))
-    for cells in by_chapter(honest).values():
-        add("hints and tutorials, learner pairs", similarity.learner_pairs(cells, stubs))
-    return groups
+def compared(work, sources, boilerplate) -> dict[str, list]:
+    """group -> its pairs: each answer against the course's code, and the learners of one
+    class against each other."""
+    group_of = {learner: group for group, classes, _ in work for cells in classes
+                for learner in cells}
+    everyone: Cells = {}  # a learner of several chapters answers all their cells
+    for _, classes, _ in work:
+        for cells in classes:
+            for learner, answers in cells.items():
+                everyone.setdefault(learner, {}).update(answers)
+    found: dict[str, list] = {}
+    for p in similarity.reference_pairs(everyone, sources, boilerplate):
+        found.setdefault(f"{group_of[p.learner.owner]} vs course", []).append(p)
+    for group, classes, paired in work:
+        for cells in classes if paired else ():
+            found.setdefault(f"{group}, learner pairs", []).extend(
+                similarity.learner_pairs(cells, boilerplate))
+    return found
+
+
+def dictated_exercises(sources, work=None) -> set[str]:
+    """The exercises where an honest answer reaches the flag in normalised form, against the
+    course's code or another honest learner's: :data:`similarity.DICTATED` when up to date."""
+    groups = compared(work or honest_work(), sources, all_stubs(dictated=()))
+    return {exercise_of(p.cell) for pairs in groups.values() for p in pairs
+            if p.flagged(similarity.THRESHOLD)}
+
+
+def measure(sources, boilerplate, work) -> dict[str, list]:
+    """group -> its pairs (similarity, tokens, learner, other) under the current figures, the
+    pairs compared as written in groups of their own."""
+    groups = {"copies vs course": similarity.reference_pairs(copies(), sources, boilerplate)}
+    measured: dict[str, list] = {}
+    for group, pairs in (groups | compared(work, sources, boilerplate)).items():
+        for p in pairs:
+            name = group + (", as written" if p.learner.form == similarity.WRITTEN else "")
+            measured.setdefault(name, []).append(
+                (p.similarity, p.tokens, p.learner.label, p.other.label))
+    return measured
 
 
 def baseline(copy_cells: Cells) -> dict[str, list[float]]:
@@ -203,21 +242,32 @@ def report(groups: dict[str, list]) -> None:
             print(f"  closest: {p[0]:.2f} {p[1]:4d} tokens  {p[2]}  ~ {p[3]}")
 
 
-def sweep(sources) -> None:
+def sweep_line(groups: dict[str, list], min_tokens: int) -> str:
+    """``threshold: copies flagged/copies with enough tokens honest pairs flagged`` for each
+    threshold of the sweep."""
+    copies_ = [p for name, pairs in groups.items() if name.startswith("copies") for p in pairs]
+    honest = [p for name, pairs in groups.items() if not name.startswith("copies")
+              for p in pairs]
+    big = sum(1 for p in copies_ if p[1] >= min_tokens)
+    return "   ".join(f"{threshold:.2f}: {len(flagged(copies_, min_tokens, threshold))}/{big} "
+                      f"{len(flagged(honest, min_tokens, threshold))}"
+                      for threshold in (0.8, 0.85, 0.9, 0.95, 1.0))
+
+
+def sweep(sources, work) -> None:
+    """The copies and honest pairs flagged for other figures, in each form."""
     print("\nsweep: copies flagged (of those with enough tokens) / honest pairs flagged")
+    chosen = similarity.NOISE_TOKENS
     for noise in (8, 10, 12, 15):
         similarity.NOISE_TOKENS = noise
-        groups = measure(sources, all_stubs())
-        copies_ = groups.pop("copies vs course")
-        honest = [p for pairs in groups.values() for p in pairs]
-        for min_tokens in (40, 50, 60, 80):
-            line = []
-            for threshold in (0.8, 0.85, 0.9, 0.95, 1.0):
-                caught = len(flagged(copies_, min_tokens, threshold))
-                big = sum(1 for p in copies_ if p[1] >= min_tokens)
-                wrong = len(flagged(honest, min_tokens, threshold))
-                line.append(f"{threshold:.2f}: {caught}/{big} {wrong}")
-            print(f"  noise {noise:2d}  min {min_tokens:3d}  " + "   ".join(line))
+        groups = measure(sources, all_stubs(), work)
+        for form in ("normalised", "as written"):
+            mine = {name: pairs for name, pairs in groups.items()
+                    if name.endswith(", as written") == (form == "as written")}
+            for min_tokens in (40, 50, 60, 80):
+                print(f"  {form:10}  noise {noise:2d}  min {min_tokens:3d}  "
+                      + sweep_line(mine, min_tokens))
+    similarity.NOISE_TOKENS = chosen
 
 
 def time_class(size: int) -> None:
@@ -262,14 +312,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.perf_counter()
     sources = similarity.course_sources(ROOT)
-    print(f"{len(sources)} units of course code")
-    report(measure(sources, all_stubs()))
+    print(f"{len(sources)} units of course code (in both forms)")
+    work = honest_work()
+    report(measure(sources, all_stubs(), work))
+    dictated = dictated_exercises(sources, work)
+    print(f"\ndictated (an honest answer reaches the flag in normalised form): {sorted(dictated)}")
+    if dictated != similarity.DICTATED:
+        print(f"  similarity.DICTATED is out of date: it lists {sorted(similarity.DICTATED)}")
     copy_cells = copies()
     print("\nbaseline, copydetect on the code as written (share of the original in the paste):")
     for form, shares in baseline(copy_cells).items():
         print(f"  {form:17} {quantiles(shares)}")
     if args.sweep:
-        sweep(sources)
+        sweep(sources, work)
     print(f"\n{time.perf_counter() - started:.0f} s")
     return 0
 

@@ -1,6 +1,6 @@
 """Honest answers that copy detection must leave alone, for its calibration and its tests.
 
-Two kinds of learner write code that looks like the course's without copying it:
+Three kinds of learner write code that looks like the course's without copying it:
 
 * learners who follow the notebook's hints step by step (``hint-a`` and ``hint-b``, written
   independently of each other): the hints name the functions, the attributes and the order of
@@ -8,7 +8,10 @@ Two kinds of learner write code that looks like the course's without copying it:
 * learners who know a well-known tutorial and write its structure with their own lines
   (``annotated``: the Annotated Transformer's ``clones``-free layers, its sublayer
   connection and its decoding loop), as ``autograder/demo/tutorial_style.py`` does with the
-  course's lines.
+  course's lines;
+* learners who do exactly what each exercise's text says, line by line (``literal-a`` and
+  ``literal-b``, :mod:`autograder.demo.literal_followers`): where the text dictates the code
+  they write the course's answer.
 
 Each entry of :data:`HONEST` is correct (``tests/demo/test_honest_styles.py`` grades it) and
 must not be flagged against the course's code or against the other entries
@@ -31,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from autograder.demo import literal_followers as literal
 from transformer_ref.attention import MultiHeadAttention
 from transformer_ref.basic_masks import subsequent_mask
 from transformer_ref.np_heads import merge_heads, split_heads
@@ -365,6 +369,38 @@ def greedy_decode_annotated(model, src, src_mask, max_len, bos_id=BOS_ID, eos_id
     return decoded
 
 
+# The literal hint-followers of :mod:`autograder.demo.literal_followers`: exercise, learner and
+# answer (one entry per learner and exercise).
+_LITERAL = [
+    ("ch01.positional_encoding", "literal-a", literal.positional_encoding_literal_a),
+    ("ch02.softmax", "literal-a", literal.softmax_literal_a),
+    ("ch02.scaled_dot_product_attention", "literal-a", literal.sdpa_literal_a),
+    ("ch02.scaled_dot_product_attention", "literal-b", literal.sdpa_literal_b),
+    ("ch03.attention_head", "literal-a", literal.attention_head_literal_a),
+    ("ch04.merge_heads", "literal-a", literal.merge_heads_literal_a),
+    ("ch04.multi_head_attention", "literal-a", literal.mha_literal_a),
+    ("ch05.layer_norm", "literal-a", literal.layer_norm_literal_a),
+    ("ch05.feed_forward", "literal-a", literal.feed_forward_literal_a),
+    ("ch05.add_and_norm", "literal-a", literal.add_and_norm_literal_a),
+    ("ch06.encoder_block", "literal-a", literal.encoder_block_literal_a),
+    ("ch06.encoder", "literal-a", literal.encoder_literal_a),
+    ("ch07.multi_head_attention", "literal-a", literal.MultiHeadAttentionLiteralA),
+    ("ch07.positionwise_feed_forward", "literal-a", literal.PositionwiseFeedForwardLiteralA),
+    ("ch07.positionwise_feed_forward", "literal-b", literal.PositionwiseFeedForwardLiteralB),
+    ("ch07.positional_encoding", "literal-a", literal.PositionalEncodingLiteralA),
+    ("ch07.encoder_layer", "literal-a", literal.EncoderLayerLiteralA),
+    ("ch07.encoder_layer", "literal-b", literal.EncoderLayerLiteralB),
+    ("ch08.shift_right", "literal-a", literal.shift_right_literal_a),
+    ("ch08.make_tgt_mask", "literal-a", literal.make_tgt_mask_literal_a),
+    ("ch08.embeddings", "literal-a", literal.EmbeddingsLiteralA),
+    ("ch08.decoder_layer", "literal-a", literal.DecoderLayerLiteralA),
+    ("ch08.decoder_layer", "literal-b", literal.DecoderLayerLiteralB),
+    ("ch08.make_model", "literal-a", literal.make_model_literal_a),
+    ("ch09.label_smoothing_loss", "literal-a", literal.LabelSmoothingLossLiteralA),
+    ("ch09.noam_rate", "literal-a", literal.noam_rate_literal_a),
+    ("ch10.translate_batched", "literal-a", literal.translate_batched_literal_a),
+]
+
 HONEST = [
     Honest("ch02.scaled_dot_product_attention", "hint-a", "the notebook's four steps",
            sdpa_hint_a),
@@ -391,4 +427,5 @@ HONEST = [
     Honest("ch09.greedy_decode", "hint-b", "a list per sentence", greedy_decode_hint_b),
     Honest("ch09.greedy_decode", "annotated", "the Annotated Transformer's loop, batched",
            greedy_decode_annotated),
-]
+] + [Honest(exercise, learner, "the exercise's text, line by line", answer)
+     for exercise, learner, answer in _LITERAL]

@@ -64,7 +64,7 @@ def fingerprint(unit: Unit, k: int, boilerplate: set[int] = frozenset()) -> Fing
     vanish.
     """
     _, index = get_document_fingerprints(unit.words, k, 1)
-    kept = {h: sorted(int(i) for i in idx) for h, idx in index.items() if h not in boilerplate}
+    kept = {h: idx for h, idx in index.items() if h not in boilerplate}
     coverage = int(get_token_coverage(kept, k, len(unit.words))) if kept else 0
     return Fingerprint(unit, k, set(kept), kept, coverage)
 

@@ -33,6 +33,7 @@ import re
 import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 # A placeholder for a name the code binds.
 PLACEHOLDER = re.compile(r"v\d+")
@@ -71,7 +72,7 @@ class Unit:
     tokens: tuple[Token, ...]
     lines: tuple[int, int]
 
-    @property
+    @cached_property
     def words(self) -> tuple[str, ...]:
         return tuple(t.word for t in self.tokens)
 
@@ -214,8 +215,8 @@ def _renamed(tree: ast.AST) -> str:
 
 # ----------------------------------------------------------------------------- tokens
 
-# Token kinds that carry no code: layout, comments and the end of the text.
-_SKIPPED = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER})
+# Token kinds that carry nothing: layout inside a statement and the ends of the text.
+_SKIPPED = frozenset({tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER})
 # Longest code read: a learner's cell is a few hundred lines.
 MAX_CHARS = 200_000
 
@@ -240,30 +241,37 @@ _FSTRING_PARTS = frozenset(getattr(tokenize, name) for name in
                            if hasattr(tokenize, name))
 
 
+def positioned(text: str) -> Iterator[tuple[tokenize.TokenInfo, int, int]]:
+    """Python's tokens of ``text`` (comments included, :data:`_SKIPPED` and a repeated end of
+    statement left out) with their start and end as character offsets; the tokens read before
+    a tokenising error, so that broken code is compared too."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    previous = None
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type in _SKIPPED or (token.type == tokenize.NEWLINE and not token.string
+                                          and previous == tokenize.NEWLINE):
+                continue
+            start = starts[token.start[0] - 1] + token.start[1] if token.start[0] else 0
+            end = starts[token.end[0] - 1] + token.end[1] if token.end[0] else 0
+            previous = token.type
+            yield token, start, end
+    except (tokenize.TokenError, SyntaxError, IndexError):
+        return
+
+
 def tokens(text: str, *, names_are_placeholders: bool = False) -> tuple[Token, ...]:
-    """The words of ``text`` as fingerprinting reads them (see :func:`_token_word`); tokens
-    read before a tokenising error are kept, so that broken code is compared too.
+    """The words of ``text`` as fingerprinting reads them (see :func:`_token_word`).
 
     Args:
         names_are_placeholders: every name reads ``V`` (for code that could not be
             normalised), not only the placeholders.
     """
-    lines = text.splitlines(keepends=True)
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
-    found: list[Token] = []
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
-            if token.type in _SKIPPED or (token.type == tokenize.NEWLINE and not token.string
-                                          and found and found[-1].word == ";"):
-                continue
-            start = starts[token.start[0] - 1] + token.start[1] if token.start[0] else 0
-            end = starts[token.end[0] - 1] + token.end[1] if token.end[0] else 0
-            found.append(Token(_token_word(token, names_are_placeholders), start, end))
-    except (tokenize.TokenError, SyntaxError, IndexError):
-        pass
-    return tuple(found)
+    return tuple(Token(_token_word(token, names_are_placeholders), start, end)
+                 for token, start, end in positioned(text) if token.type != tokenize.COMMENT)
 
 
 # ----------------------------------------------------------------------------- units
@@ -274,7 +282,7 @@ def _unit(name: str, tree: ast.AST, lines: tuple[int, int]) -> Unit:
     return Unit(name, text, tokens(text), lines)
 
 
-def _definitions(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
+def definitions(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
     """``(name, node)`` of each top-level definition and of each method of a class but its
     constructor: an exercise's constructor is mostly dictated by the attributes that the
     exercise names, so on its own it says nothing (it still counts in its class)."""
@@ -321,7 +329,7 @@ def normalise(code: str) -> list[Unit]:
         return []
     _sort_definitions(tree)
     units = [_unit("", tree, whole)]
-    for name, node in _definitions(tree):
+    for name, node in definitions(tree):
         unit = _unit(name, node, (node.lineno, node.end_lineno or node.lineno))
         if unit.text == units[0].text:  # a cell that is one definition is that unit
             units[0] = unit

@@ -12,7 +12,10 @@ The code is normalised first (:mod:`autograder.pipeline.normalise`: names, comme
 docstrings, type hints, layout and the order of definitions do not count) and compared per
 cell and per definition with copydetect's fingerprints (:mod:`autograder.pipeline.fingerprints`);
 the stub the learner was given (the release's cell) and the code the release shows every
-learner are boilerplate and never count.
+learner are boilerplate and never count. Where an exercise's text dictates its code line by
+line (:data:`DICTATED`), honest learners write the course's answer, so there the code is
+compared as written instead (:mod:`autograder.pipeline.written`), with the course's answer
+among the boilerplate: what is left to share is what a copy keeps and honest work lacks.
 
 A pair of units scores the share of the *other* code found in the learner's (for a course
 source: how much of that definition the learner's cell holds; for two learners: the smaller of
@@ -41,6 +44,7 @@ from autograder.flags import Flag
 from autograder.notebook import cell_source, grade_id, solution_cells
 from autograder.pipeline.fingerprints import Fingerprint, Overlap, fingerprint, hashes_of, match
 from autograder.pipeline.normalise import Unit, normalise
+from autograder.pipeline.written import written
 
 # Tokens per fingerprint (copydetect's noise threshold): shorter shared runs are not matches.
 NOISE_TOKENS = 8
@@ -50,10 +54,24 @@ MIN_TOKENS = 60
 # The similarity (share of the other code found in the learner's) from which a cell is flagged.
 THRESHOLD = 0.95
 COPIED_REFERENCE, SIMILAR_SUBMISSIONS = "copied_reference", "similar_submissions"
+# The two forms code is compared in (:mod:`autograder.pipeline.normalise`,
+# :mod:`autograder.pipeline.written`).
+NORMALISED, WRITTEN = "normalised", "written"
+FORMS = {NORMALISED: normalise, WRITTEN: written}
+# Exercises whose text dictates their code line by line: an honest answer of the calibration
+# (a learner who follows the text to the letter, in autograder/demo/literal_followers.py)
+# reaches the threshold in normalised form, against the course's code or another honest
+# answer, so that form is no evidence there. Their cells are compared as written instead, with
+# the course's own answer among what every learner is given: what is left to share is what a
+# copy keeps and honest work lacks (the source's docstrings, comments, type hints and names).
+# benchmarks/similarity_calibration.py finds them; a test fails when this list is out of date.
+DICTATED = frozenset({"ch02.scaled_dot_product_attention", "ch07.encoder_layer",
+                      "ch07.positionwise_feed_forward", "ch08.decoder_layer"})
 CODES = (COPIED_REFERENCE, SIMILAR_SUBMISSIONS)
 # The course's implementations beside transformer_ref and the solution notebooks. The other
-# modules of autograder/demo are not among them: the mutants, own_work and honest_styles stand
-# for learners' own work (the sample class and the calibration are made of them).
+# modules of autograder/demo are not among them: the mutants, own_work, honest_styles and
+# literal_followers stand for learners' own work (the sample class and the calibration are
+# made of them).
 DEMO_IMPLEMENTATIONS = ("autograder/demo/tutorial_style.py",)
 
 
@@ -64,11 +82,12 @@ class Code:
     Attributes:
         owner: a student id, or a course file relative to the repository
             (``transformer_ref/decoder.py``).
-        course: whether the code is the course's own.
         place: the grade id of a learner's cell, or where a course unit comes from: the
             definition (``DecoderLayer.forward``) or the solution cell's grade id.
-        unit: the normalised code.
+        unit: the code in ``form``.
         source: the code as written (a cell, or the definition's lines).
+        course: whether the code is the course's own.
+        form: the form of ``unit``, :data:`NORMALISED` or :data:`WRITTEN`.
     """
 
     owner: str
@@ -76,6 +95,7 @@ class Code:
     unit: Unit
     source: str = field(repr=False)
     course: bool = False
+    form: str = NORMALISED
 
     @property
     def label(self) -> str:
@@ -113,24 +133,28 @@ def _lines(text: str, unit: Unit) -> str:
     return "\n".join(text.splitlines()[first - 1:last])
 
 
-def _codes(owner: str, place: str, text: str, *, course: bool, whole: bool = True
-           ) -> list[Code]:
-    """The units of ``text`` as :class:`Code`, placed at ``place`` (or, when it is empty, at
-    the unit's name); without the whole when ``whole`` is False (a file: only its
+def _codes(owner: str, place: str, text: str, *, course: bool, whole: bool = True,
+           form: str = NORMALISED) -> list[Code]:
+    """The units of ``text`` in ``form`` as :class:`Code`, placed at ``place`` (or, when it is
+    empty, at the unit's name); without the whole when ``whole`` is False (a file: only its
     definitions count)."""
     return [Code(owner, place or unit.name, unit,
-                 text if not unit.name else _lines(text, unit), course)
-            for unit in normalise(text) if whole or unit.name]
+                 text if not unit.name else _lines(text, unit), course, form)
+            for unit in FORMS[form](text) if whole or unit.name]
+
+
+def solution_cell(exercise: str) -> str:
+    """The grade id of an exercise's solution cell (``ch08_decoder_layer_solution``)."""
+    return exercise.replace(".", "_") + "_solution"
 
 
 def solution_sources(notebook: Path, owner: str) -> list[Code]:
-    """Every unit of every solution cell of a source notebook, placed by grade id."""
+    """Every unit of every solution cell of a source notebook, placed by grade id, in both
+    forms."""
     nb = nbformat.read(str(notebook), as_version=4)
-    found = []
-    for _, cell in solution_cells(nb):
-        cell_id = grade_id(cell) or "?"
-        found += _codes(owner, cell_id, cell_source(cell), course=True)
-    return found
+    return [code for _, cell in solution_cells(nb) for form in FORMS
+            for code in _codes(owner, grade_id(cell) or "?", cell_source(cell), course=True,
+                               form=form)]
 
 
 def _source_files(root: Path) -> list[tuple[Path, str]]:
@@ -143,10 +167,11 @@ def _source_files(root: Path) -> list[tuple[Path, str]]:
 
 
 def course_sources(root: str | os.PathLike = ROOT) -> list[Code]:
-    """The course's own implementations, one :class:`Code` per definition (and per method):
-    ``transformer_ref``'s modules and :data:`DEMO_IMPLEMENTATIONS` of this installation, and
-    every unit of the solution cells of ``<root>/solutions``. Kept in memory while the files
-    are unchanged (the Formgrader's autograde checks the class after each learner)."""
+    """The course's own implementations, one :class:`Code` per definition (and per method)
+    in each form: ``transformer_ref``'s modules and :data:`DEMO_IMPLEMENTATIONS` of this
+    installation, and every unit of the solution cells of ``<root>/solutions``. Kept in memory
+    while the files are unchanged (the Formgrader's autograde checks the class after each
+    learner)."""
     files = _source_files(Path(root).resolve())
     stamp = tuple((str(path), path.stat().st_mtime_ns, path.stat().st_size)
                   for path, _ in files)
@@ -165,8 +190,9 @@ def _read_sources(files: list[tuple[Path, str]]) -> list[Code]:
         if path.suffix == ".ipynb":
             found += solution_sources(path, name)
         else:
-            found += _codes(name, "", path.read_text(encoding="utf-8"), course=True,
-                            whole=False)
+            text = path.read_text(encoding="utf-8")
+            found += [code for form in FORMS
+                      for code in _codes(name, "", text, course=True, whole=False, form=form)]
     return found
 
 
@@ -174,16 +200,32 @@ def _read_sources(files: list[tuple[Path, str]]) -> list[Code]:
 
 
 @dataclass(frozen=True)
+class Boilerplate:
+    """How one cell is compared: in which form, and what every learner of it is given in that
+    form (the hashes of the stub, of the code the release shows, and for a :data:`DICTATED`
+    exercise of the course's answer), which never counts."""
+
+    form: str
+    hashes: frozenset[int]
+
+
+@dataclass(frozen=True)
 class Printed:
-    """A :class:`Code` with its fingerprint for one exercise (its stub left out)."""
+    """A :class:`Code` with its fingerprint for one exercise (its boilerplate left out)."""
 
     code: Code
     print: Fingerprint
 
 
-def _printed(codes: Iterable[Code], boilerplate: set[int]) -> list[Printed]:
-    found = [Printed(c, fingerprint(c.unit, NOISE_TOKENS, boilerplate)) for c in codes]
+def _printed(codes: Iterable[Code], given: Boilerplate) -> list[Printed]:
+    """The fingerprints of the ``codes`` in ``given``'s form that have anything left."""
+    found = [Printed(c, fingerprint(c.unit, NOISE_TOKENS, given.hashes)) for c in codes
+             if c.form == given.form]
     return [p for p in found if p.print.token_coverage]
+
+
+def _learner(student: str, cell: str, text: str, given: Boilerplate) -> list[Printed]:
+    return _printed(_codes(student, cell, text, course=False, form=given.form), given)
 
 
 def _index(printed: list[Printed]) -> dict[int, list[int]]:
@@ -223,24 +265,25 @@ def _best(pairs: Iterable[Pair | None], threshold: float) -> Pair | None:
 
 
 def reference_pairs(cells: dict[str, dict[str, str]], sources: list[Code],
-                    stubs: dict[str, set[int]], threshold: float = THRESHOLD) -> list[Pair]:
+                    boilerplate: dict[str, Boilerplate], threshold: float = THRESHOLD
+                    ) -> list[Pair]:
     """For each learner's cell, its most similar course unit (cells sharing nothing are left
     out).
 
     Args:
         cells: student -> grade id -> the cell's source.
         sources: the course's units (:func:`course_sources`).
-        stubs: grade id -> the hashes of the release's stub of that cell (boilerplate).
+        boilerplate: grade id -> how that cell is compared (:func:`stub_hashes`).
     """
     pairs = []
-    for cell_id in sorted(stubs):
-        printed = _printed(sources, stubs[cell_id])
+    for cell_id, given in sorted(boilerplate.items()):
+        students = [student for student in sorted(cells) if cell_id in cells[student]]
+        if not students:
+            continue
+        printed = _printed(sources, given)
         index = _index(printed)
-        for student in sorted(cells):
-            if cell_id not in cells[student]:
-                continue
-            mine = _printed(_codes(student, cell_id, cells[student][cell_id], course=False),
-                            stubs[cell_id])
+        for student in students:
+            mine = _learner(student, cell_id, cells[student][cell_id], given)
             best = _best((_pair(cell_id, unit, printed[p]) for unit in mine
                           for p in _candidates(unit, index)), threshold)
             if best is not None:
@@ -248,15 +291,14 @@ def reference_pairs(cells: dict[str, dict[str, str]], sources: list[Code],
     return pairs
 
 
-def learner_pairs(cells: dict[str, dict[str, str]], stubs: dict[str, set[int]],
+def learner_pairs(cells: dict[str, dict[str, str]], boilerplate: dict[str, Boilerplate],
                   threshold: float = THRESHOLD) -> list[Pair]:
     """For each cell, the most similar units of every two learners that share code (each
     pair once, the learner first in alphabetical order as :attr:`Pair.learner`)."""
     pairs = []
-    for cell_id in sorted(stubs):
+    for cell_id, given in sorted(boilerplate.items()):
         printed = [unit for student in sorted(cells) if cell_id in cells[student]
-                   for unit in _printed(_codes(student, cell_id, cells[student][cell_id],
-                                               course=False), stubs[cell_id])]
+                   for unit in _learner(student, cell_id, cells[student][cell_id], given)]
         index = _index(printed)
         found: dict[tuple[str, str], list[Pair | None]] = defaultdict(list)
         for item in printed:
@@ -313,10 +355,30 @@ def class_cells(course: Course, chapter: str
     return cells, unreadable
 
 
-def stub_hashes(course: Course, chapter: str) -> dict[str, set[int]]:
-    """grade id -> the boilerplate of each solution cell: the hashes of the release's stub of
-    that cell and of every other code cell of the release (code that every learner is given,
-    such as the notebook's demonstrations, is no sign of copying).
+def _hashes(codes: Iterable[str], form: str) -> frozenset[int]:
+    return frozenset(hashes_of([unit for code in codes for unit in FORMS[form](code)],
+                               NOISE_TOKENS))
+
+
+def _answers(course: Course, chapter: str, cells: set[str]) -> dict[str, str]:
+    """grade id -> the course's answer (the source notebook's solution cell) of ``cells``;
+    none without a source notebook (then learners who follow the text share that answer as
+    written with each other, and may be flagged)."""
+    path = course.source_notebook(chapter)
+    if not cells or not path.is_file():
+        return {}
+    nb = nbformat.read(str(path), as_version=4)
+    return {cell_id: cell_source(cell) for _, cell in solution_cells(nb)
+            if (cell_id := grade_id(cell)) in cells}
+
+
+def stub_hashes(course: Course, chapter: str, dictated: Iterable[str] = DICTATED
+                ) -> dict[str, Boilerplate]:
+    """grade id -> how each solution cell is compared: normalised, or as written for the
+    exercises of ``dictated``; and its boilerplate in that form: the release's stub of that
+    cell and every other code cell of the release (code that every learner is given, such as
+    the notebook's demonstrations, is no sign of copying), and for a dictated exercise the
+    course's own answer (which honest learners write too).
 
     Raises:
         FileNotFoundError: the chapter has no release notebook.
@@ -328,21 +390,31 @@ def stub_hashes(course: Course, chapter: str) -> dict[str, set[int]]:
     release = nbformat.read(str(path), as_version=4)
     stubs = {cell_id: cell_source(cell) for _, cell in solution_cells(release)
              if (cell_id := grade_id(cell))}
-    shown = hashes_of([unit for cell in release.cells if cell.cell_type == "code"
-                       and cell_source(cell) not in stubs.values()
-                       for unit in normalise(cell_source(cell))], NOISE_TOKENS)
-    return {cell_id: shown | hashes_of(normalise(stub), NOISE_TOKENS)
-            for cell_id, stub in stubs.items()}
+    shown = [cell_source(cell) for cell in release.cells if cell.cell_type == "code"
+             and cell_source(cell) not in stubs.values()]
+    as_written = {solution_cell(e) for e in dictated} & set(stubs)
+    answers = _answers(course, chapter, as_written)
+    forms = {cell_id: WRITTEN if cell_id in as_written else NORMALISED for cell_id in stubs}
+    shown_hashes = {form: _hashes(shown, form) for form in set(forms.values())}
+    found = {}
+    for cell_id, stub in stubs.items():
+        given = _hashes([stub, answers.get(cell_id, "")], forms[cell_id])
+        found[cell_id] = Boilerplate(forms[cell_id], shown_hashes[forms[cell_id]] | given)
+    return found
 
 
-_SET_ASIDE = "once names, comments, docstrings, layout and the order of definitions are set aside"
+# How the code of a pair was compared, by form.
+HOW = {NORMALISED: "once names, comments, docstrings, layout and the order of definitions are "
+                   "set aside",
+       WRITTEN: "as written, beyond the code that the exercise's text dictates and honest "
+                "learners write too: the same docstrings, comments, type hints and names"}
 
 
 def _copied_reason(pair: Pair, report: str) -> str:
     where = f"{pair.other.owner} ({pair.other.place})"
     text = (f"{pair.cell}: {pair.similarity:.0%} of the course's own code in {where} is in "
-            f"this answer ({pair.tokens} tokens in common, {_SET_ASIDE}). Compare them side by "
-            f"side in {report}.")
+            f"this answer ({pair.tokens} tokens in common, {HOW[pair.learner.form]}). Compare "
+            f"them side by side in {report}.")
     if pair.other.owner in DEMO_IMPLEMENTATIONS:
         text += (" That file follows the structure of public tutorials, so code taken from "
                  "such a tutorial matches it as well.")
@@ -358,8 +430,9 @@ def _similar_reason(cell: str, found: list[tuple[str, Pair]], report: str) -> st
                        for other, pair in found[:MAX_PARTNERS])
     if len(found) > MAX_PARTNERS:
         others += f" and {len(found) - MAX_PARTNERS} other learner(s)"
-    return (f"{cell}: this answer and that of {others} are alike {_SET_ASIDE}. Compare them "
-            f"side by side in {report}. Flags of copy detection never change a score.")
+    how = HOW[found[0][1].learner.form]  # one form per cell
+    return (f"{cell}: this answer and that of {others} are alike {how}. Compare them side by "
+            f"side in {report}. Flags of copy detection never change a score.")
 
 
 def flags_of(pairs: Iterable[Pair], chapter: str, threshold: float = THRESHOLD
@@ -407,10 +480,10 @@ def check_chapter(
     if not 0 < threshold <= 1:
         raise ValueError(f"the threshold is a share of code, in (0, 1]; got {threshold}")
     course = Course.of(root, course_dir).resolved()
-    stubs = stub_hashes(course, chapter)
+    boilerplate = stub_hashes(course, chapter)
     cells, unreadable = class_cells(course, chapter)
-    pairs = (reference_pairs(cells, course_sources(course.root), stubs, threshold)
-             + learner_pairs(cells, stubs, threshold))
+    pairs = (reference_pairs(cells, course_sources(course.root), boilerplate, threshold)
+             + learner_pairs(cells, boilerplate, threshold))
     pairs.sort(key=lambda p: (-p.similarity, -p.tokens, p.cell, p.learner.owner,
                               p.other.label))
     flags = flags_of(pairs, chapter, threshold)

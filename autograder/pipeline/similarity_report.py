@@ -3,9 +3,10 @@
 ``<course>/similarity/<chapter>.html`` lists the most similar pairs that
 :func:`autograder.pipeline.similarity.check_chapter` found, learner against learner and learner
 against the course's code: every flagged pair, then the closest of the others, so that the
-instructor sees how far the rest of the class is. Each pair is shown side by side in its
-normalised form (the form that was compared), with the shared runs of tokens highlighted, and
-the code as written below it. The page is sanitised like the learners' feedback pages
+instructor sees how far the rest of the class is. Each pair is shown side by side in the form
+that was compared (normalised, or as written for the exercises whose text dictates their
+code), with the shared runs of tokens highlighted, and the code as written below it. The page
+is sanitised like the learners' feedback pages
 (:func:`autograder.pipeline.feedback.sanitise_page`): learners' code is text on it, never markup.
 """
 
@@ -59,7 +60,7 @@ def _shown(check: ChapterCheck) -> list[Pair]:
 
 
 def _summary(check: ChapterCheck) -> str:
-    from autograder.pipeline.similarity import MIN_TOKENS, NOISE_TOKENS
+    from autograder.pipeline.similarity import DICTATED, MIN_TOKENS, NOISE_TOKENS
 
     flagged = sum(1 for p in check.pairs if p.flagged(check.threshold))
     lines = [
@@ -70,6 +71,15 @@ def _summary(check: ChapterCheck) -> str:
         "Code is compared once names, comments, docstrings, type hints, layout and the order "
         "of definitions are set aside; the stub the learners were given never counts. Flags "
         "of copy detection never change a score and are never shown to learners.</p>"]
+    dictated = sorted(e for e in DICTATED if e[:4] == check.chapter[:4])
+    if dictated:
+        lines.append(
+            f"<p>{html.escape(', '.join(dictated))}: the exercise's text dictates the code line "
+            "by line, so learners who follow it write the course's answer and the normalised "
+            "form is no evidence. These cells are compared as written instead, with the "
+            "course's answer counted as given: what is left to share is what a copy keeps "
+            "(the source's docstrings, comments, type hints and names). A paste that keeps them "
+            "is found; one stripped of them and renamed cannot be told from honest work.</p>")
     if flagged > FLAGGED_SHOWN:
         lines.append(f"<p>The {FLAGGED_SHOWN} most similar flagged pairs are shown below; the "
                      "flags of every learner name all of theirs.</p>")
@@ -89,7 +99,10 @@ def _row(number: int, pair: Pair, threshold: float) -> str:
 
 
 def _side_by_side(number: int, pair: Pair, threshold: float) -> str:
+    from autograder.pipeline.similarity import WRITTEN
+
     flag = " (flagged)" if pair.flagged(threshold) else ""
+    flag += " (compared as written)" if pair.learner.form == WRITTEN else ""
     left = highlighted(pair.learner.unit.text, pair.overlap.regions[0])
     right = highlighted(pair.other.unit.text, pair.overlap.regions[1])
     return (f'<h3 id="pair-{number}">{number}. {html.escape(pair.cell)}: '

@@ -1,5 +1,5 @@
 """The honest answers that calibrate copy detection are correct: they pass the visible and the
-hidden checks (see autograder/demo/honest_styles.py)."""
+hidden checks (see autograder/demo/honest_styles.py and literal_followers.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import pytest
 
 from autograder import grade_function
 from autograder.demo.honest_styles import HONEST, honest_source
+from autograder.pipeline.similarity import DICTATED
 
 
 @pytest.mark.parametrize("entry", HONEST, ids=[h.id for h in HONEST])
@@ -22,6 +23,9 @@ def test_every_style_is_paired_and_named_as_the_exercise():
         by_exercise.setdefault(entry.exercise, set()).add(entry.learner)
         name = entry.exercise.split(".", 1)[1].replace("_", "")
         assert name.lower() in honest_source(entry).replace("_", "").lower()
-    # Two learners who follow the hints, each exercise with a pair of them or a tutorial's.
+    # Learners who follow the hints in their own way come in pairs, or with a tutorial's.
     assert all({"hint-a", "hint-b"} <= found or "annotated" in found
-               for found in by_exercise.values())
+               for found in by_exercise.values() if found & {"hint-a", "hint-b"})
+    # Where the text dictates the code, two learners follow it to the letter, so that copy
+    # detection compares two such learners with each other as well as with the course.
+    assert all({"literal-a", "literal-b"} <= by_exercise[exercise] for exercise in DICTATED)

@@ -152,8 +152,10 @@ def test_plain_nbgrader_autograde_is_the_course_grading(graded):
     assert "verification_failed" in codes["cheat"]
     assert "unreadable_notebook" in codes["broken"]
     # The honest learner hands in the course's solutions: copy detection, which plain
-    # nbgrader runs after each learner as autograde does after the class, reports them.
-    assert codes["honest"] == {"copied_reference", "similar_submissions"}
+    # nbgrader runs after each learner as autograde does after the class, reports them. The
+    # cheat hands in the same answers but for softmax; the one long answer they share, scaled
+    # dot-product attention, is what its exercise's text dictates, so it makes them no pair.
+    assert codes["honest"] == {"copied_reference"}
     report = Path("similarity") / f"{CH}.html"
     assert (plain / report).read_bytes() == (ours / report).read_bytes()
     assert "cheat is flagged" in graded["log"]

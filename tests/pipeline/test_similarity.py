@@ -25,10 +25,13 @@ from autograder.notebook import cell_source, grade_id, solution_cells
 from autograder.pipeline.normalise import normalise
 from autograder.pipeline.similarity import (
     COPIED_REFERENCE,
+    DICTATED,
     MIN_TOKENS,
     SIMILAR_SUBMISSIONS,
     check_chapter,
+    course_sources,
 )
+from autograder.pipeline.written import written
 
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 
@@ -98,6 +101,22 @@ def test_normalising_sets_aside_names_comments_docstrings_layout_and_order():
     assert "np.tril" in normalise("def f(n):\n    return np.tril(np.ones((n, n)))\n")[0].text
 
 
+def test_code_as_written_keeps_names_docstrings_comments_and_type_hints_but_not_line_breaks():
+    code = ('class Layer:\n    """Adds one."""\n\n    def forward(self, x: Tensor) -> Tensor:\n'
+            "        # the residual step\n        return f(\n            x, 1,\n        )\n")
+    units = written(code)
+    assert [u.name for u in units] == ["Layer", "Layer.forward"]
+    words = units[0].words
+    for kept in ("Adds", "one", "residual", "step", "Tensor", "->", "forward", "x"):
+        assert kept in words, kept
+    assert '"""' not in "".join(words) and "#" not in words
+    # A formatter's line breaks inside brackets are no evidence; the statements are.
+    assert written("return f(x, 1,)\n")[0].words == ("return", "f", "(", "x", ",", "1", ",",
+                                                      ")", ";")
+    assert [u.name for u in written(code + "\n\ndef g():\n    pass\n")] == [
+        "", "Layer", "Layer.forward", "g"]
+
+
 def test_code_that_does_not_parse_is_still_compared_and_empty_code_is_nothing():
     units = normalise("def f(x):\n    return x +  # unfinished\n")
     assert len(units) == 1 and units[0].tokens and "unfinished" not in units[0].text
@@ -108,31 +127,50 @@ def test_code_that_does_not_parse_is_still_compared_and_empty_code_is_nothing():
 # ----------------------------------------------------------------------------- copies
 
 
-# NumPy and PyTorch chapters, each copied from the solution notebook and from transformer_ref.
+# NumPy and PyTorch chapters, each copied from the solution notebook and from transformer_ref;
+# two of them (sdpa, DecoderLayer) dictated by their exercise's text, two not.
 COPIED = ["ch02.scaled_dot_product_attention", "ch04.multi_head_attention",
           "ch08.decoder_layer", "ch09.greedy_decode"]
 
 
+def copied_flags(course_dir: Path, student: str, chapter: str) -> list[Flag]:
+    return [f for f in read_flags(course_dir, student, chapter) if f.code == COPIED_REFERENCE]
+
+
 @pytest.mark.parametrize("exercise", COPIED)
 def test_copies_of_the_courses_code_are_flagged_however_disguised(exercise, tmp_path):
+    """Every paste is flagged, verbatim, reformatted, renamed or inside a longer cell, except
+    where the exercise's text dictates the code line by line (:data:`DICTATED`). There a
+    learner who follows the text writes the solution (``literal_followers``), so pastes of the
+    solution in any form are what honest work looks like, and so is a paste of transformer_ref
+    stripped of its docstrings or renamed; what gives a paste away is what the reference has
+    beyond the dictated code (its docstrings, type hints and names), all of which a verbatim
+    paste keeps."""
     chapter = get_exercise(exercise).chapter
     answers = {f"{origin}-{form.replace(' ', '-')}": {exercise: change(code)}
                for origin, code in (("solution", solution(exercise)),
                                     ("reference", reference(exercise)))
                for form, change in FORMS.items()}
+    answers["reference-verbatim-again"] = answers["reference-verbatim"]
+    dictated = exercise in DICTATED
+    caught = {"reference-verbatim", "reference-verbatim-again"} if dictated else set(answers)
     course_dir = graded_class(tmp_path, chapter, answers)
     check = check_chapter(chapter, root=ROOT, course_dir=course_dir)
     assert sorted(check.students) == sorted(answers)
-    for student in answers:
-        flags = [f for f in read_flags(course_dir, student, chapter) if f.code == COPIED_REFERENCE]
+    for student in caught:
+        flags = copied_flags(course_dir, student, chapter)
         assert [f.cell for f in flags] == [cell_of(exercise)], (student, flags)
         reason = flags[0].reason
         # The solution and the reference may be one code: either names the course's file.
         assert "solutions/" in reason or "transformer_ref/" in reason, reason
         assert "% of the course's own code" in reason, reason
+        assert ("as written" in reason) == dictated, reason
         assert f"similarity/{chapter}.html" in reason
-    # Eight learners handed in the same code, so each is like the other seven.
-    similar = codes(course_dir, "solution-verbatim", chapter)[cell_of(exercise)]
+    for student in answers:
+        if student.startswith("solution") and dictated:  # what a literal follower writes
+            assert copied_flags(course_dir, student, chapter) == [], student
+    # The learners who handed in the same code are alike.
+    similar = codes(course_dir, "reference-verbatim", chapter)[cell_of(exercise)]
     assert SIMILAR_SUBMISSIONS in similar
 
 
@@ -190,6 +228,33 @@ def test_honest_learners_following_the_hints_or_a_tutorial_are_not_flagged(chapt
     assert check.report is not None and check.report.is_file()
 
 
+def test_the_dictated_exercises_are_those_where_honest_work_reaches_the_threshold(
+        benchmark_script):
+    """DICTATED is what the calibration finds: the exercises where an honest answer (a literal
+    hint-follower, a learner of the sample class, a mutant) reaches the flag in normalised
+    form against the course's code or another honest learner. A new exercise, a new honest
+    answer or a changed solution that moves one in or out must update the list."""
+    calibration = benchmark_script("similarity_calibration")
+    assert calibration.dictated_exercises(course_sources(ROOT)) == DICTATED
+
+
+def test_on_a_dictated_exercise_learners_are_alike_only_in_what_the_text_leaves_open(tmp_path):
+    """Two literal hint-followers write the same DecoderLayer and are not flagged; a learner who
+    copies another's own way of writing it (its helper functions, names, docstring) is."""
+    exercise = "ch08.decoder_layer"
+    assert exercise in DICTATED
+    entries = {h.learner: honest_source(h) for h in HONEST if h.exercise == exercise}
+    answers = {"lia": {exercise: entries["literal-a"]}, "lou": {exercise: entries["literal-b"]},
+               "ana": {exercise: entries["hint-a"]}, "bea": {exercise: entries["hint-a"]}}
+    course_dir = graded_class(tmp_path, "ch08_decoder_and_model", answers)
+    check = check_chapter("ch08_decoder_and_model", root=ROOT, course_dir=course_dir)
+    assert set(check.flags) == {"ana", "bea"}, check.flags
+    for student, other in (("ana", "bea"), ("bea", "ana")):
+        (flag,) = read_flags(course_dir, student, "ch08_decoder_and_model")
+        assert flag.code == SIMILAR_SUBMISSIONS and f"that of {other} (100%" in flag.reason
+        assert "as written" in flag.reason
+
+
 def test_no_honest_learner_of_the_sample_class_is_flagged_and_the_pasters_are(tmp_path):
     rows = build_class(tmp_path / "class")
     course = Course.of(ROOT, tmp_path / "course")
@@ -232,9 +297,9 @@ def test_checking_again_gives_the_same_flags_and_report_and_keeps_other_flags(tm
 
 
 def test_the_report_shows_the_pairs_side_by_side_as_inert_text(tmp_path):
-    exercise = "ch02.scaled_dot_product_attention"
+    exercise = "ch02.softmax"
     hostile = solution(exercise).replace(
-        "    return weights", "    label = '<script>alert(1)</script>'\n    return weights")
+        "    return exp", "    label = '<script>alert(1)</script>'\n    return exp")
     assert "<script>" in hostile
     course_dir = graded_class(tmp_path, "ch02_attention", {"eve": {exercise: hostile}})
     check = check_chapter("ch02_attention", root=ROOT, course_dir=course_dir)
@@ -243,10 +308,12 @@ def test_the_report_shows_the_pairs_side_by_side_as_inert_text(tmp_path):
     assert "<script" not in page and "&lt;script&gt;" in page  # learners' code is text
     assert "<mark>" in page and "flagged" in page
     assert "solutions/ch02_attention/ch02_attention.ipynb" in page
+    # The chapter's dictated exercise is compared otherwise, and the page says how.
+    assert "ch02.scaled_dot_product_attention: the exercise's text dictates" in page
 
 
 def test_the_command_prints_the_flagged_pairs_and_rejects_a_bad_threshold(tmp_path, capsys):
-    exercise = "ch02.scaled_dot_product_attention"
+    exercise = "ch02.softmax"
     course_dir = graded_class(tmp_path, "ch02_attention", {"eve": {exercise: solution(exercise)}})
     where = ["--course-dir", str(course_dir)]
     assert main(["similarity", "ch02", *where]) == 1
@@ -263,7 +330,7 @@ def test_copy_flags_are_in_the_csv_and_never_in_the_learners_feedback(tmp_path):
     from autograder.pipeline.release import generate
     from autograder.pipeline.report import export_csv
 
-    chapter, exercise = "ch02_attention", "ch02.scaled_dot_product_attention"
+    chapter, exercise = "ch02_attention", "ch02.softmax"
     root, course_dir = tmp_path / "root", tmp_path / "root" / "course"
     shutil.copytree(ROOT / "solutions" / chapter, root / "solutions" / chapter)
     generate([chapter], root=root, course_dir=course_dir)
