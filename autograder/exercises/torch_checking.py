@@ -61,6 +61,12 @@ from autograder.exercises.checking import (
     describe,
     fail,
 )
+from autograder.exercises.layouts import (
+    adapt_state,
+    layout_mapping,
+    learner_gradient,
+    naming_advice,
+)
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
@@ -238,8 +244,9 @@ def load_reference_weights(reference: nn.Module, learner: nn.Module, what: str) 
         CheckFailure: missing or unexpected keys (listed, with the expected names), a parameter
             where the reference has a buffer, or parameters of other shapes.
     """
-    reference_state = reference.state_dict()
     learner_state = learner.state_dict()
+    # Other layouts of the same weights (a fused qkv projection) get them in their own names.
+    reference_state = adapt_state(reference.state_dict(), learner_state)
     learner_parameters = {name for name, _ in learner.named_parameters()}
     reference_buffers = _buffer_names(reference)
     missing = [k for k in reference_state if k not in learner_state]
@@ -263,7 +270,7 @@ def load_reference_weights(reference: nn.Module, learner: nn.Module, what: str) 
         fail(f"{what}: the grader copies the reference weights into your module with "
              f"load_state_dict, and the names do not match: {'; '.join(parts)}. Expected "
              f"{expected}: name the sub-modules and layers as in the exercise "
-             f"(e.g. self.w_q = nn.Linear(...)).")
+             f"(e.g. self.w_q = nn.Linear(...)).{naming_advice(learner_state)}")
     shapes = [f"{k}: expected {tuple(v.shape)}, got {tuple(learner_state[k].shape)}"
               for k, v in reference_state.items() if learner_state[k].shape != v.shape]
     if shapes:
@@ -468,10 +475,14 @@ def compare_forward(
 
 
 def _compare_parameter_gradients(pair: ModulePair, what: str) -> None:
-    learner_parameters = dict(pair.learner.named_parameters())
+    # Every name of a tied parameter: the learner may have tied the other way round.
+    learner_parameters = dict(pair.learner.named_parameters(remove_duplicate=False))
+    reference_state = pair.reference.state_dict()
+    mapping = layout_mapping(reference_state, pair.learner.state_dict(), reference_state)
     errors: dict[str, float] = {}
+    grads: dict[str, Tensor] = {}
     for name, parameter in pair.reference.named_parameters():
-        grad = learner_parameters[name].grad
+        grad = grads[name] = learner_gradient(name, learner_parameters, mapping)
         if grad is None:
             fail(f"{what}: parameter {name!r} received no gradient: forward does not use it "
                  f"(or uses a detached copy). Use self.{name.rsplit('.', 1)[0]} in forward.")
@@ -480,7 +491,7 @@ def _compare_parameter_gradients(pair: ModulePair, what: str) -> None:
     if bad:
         name = max(bad, key=lambda n: errors[n])
         reference_grad = dict(pair.reference.named_parameters())[name].grad
-        learner_grad = learner_parameters[name].grad
+        learner_grad = grads[name]
         others = f" ({len(bad)} of {len(errors)} parameters have wrong gradients)"
         compare_tensors(learner_grad, reference_grad,
                         f"gradient of parameter {name!r} of {what}{others}")
