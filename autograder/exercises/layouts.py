@@ -36,9 +36,12 @@ def _fused_candidates(prefix: str, rows: int, columns: int,
                       learner_state: Mapping[str, Any], taken: set[str]) -> list[str]:
     """Learner weights below ``prefix`` of shape ``(3 * rows, columns)`` that the reference
     does not know: a fused projection."""
+    def directly_below(key: str) -> bool:  # "<prefix>qkv.weight" or "<prefix>in_proj_weight"
+        rest = key[len(prefix):]
+        return rest == "in_proj_weight" or (rest.endswith(".weight") and rest.count(".") == 1)
+
     return [k for k, v in learner_state.items()
-            if k.startswith(prefix) and k not in taken and k.count(".") <= prefix.count(".") + 1
-            and (k.endswith(".weight") or k.endswith("in_proj_weight"))
+            if k.startswith(prefix) and k not in taken and directly_below(k)
             and tuple(v.shape) == (3 * rows, columns)]
 
 
@@ -50,7 +53,7 @@ def layout_mapping(reference_keys: Iterable[str], learner_state: Mapping[str, An
     reference_keys = set(reference_keys)
     mapping: LayoutMapping = {}
     for key in sorted(reference_keys):
-        if not key.endswith(".w_q.weight") or key in learner_state:
+        if not (key == "w_q.weight" or key.endswith(".w_q.weight")) or key in learner_state:
             continue
         prefix = key[: -len("w_q.weight")]
         rows, columns = reference_state[key].shape
