@@ -76,6 +76,11 @@ _LAZY = {
     "get_preset": "presets",
     **dict.fromkeys(("noam_lambda", "noam_rate"), "schedule"),
     **dict.fromkeys(("TrainConfig", "fit"), "training"),
+    "LearnedPositionalEncoding": "learned_positional",
+    "DecoderOnlyBlock": "lm_block",
+    "LanguageModel": "language_model",
+    "sample": "sampling",
+    "KeyValueCache": "lm_cache",
 }
 
 __all__ = [

@@ -5,7 +5,8 @@
 Steps, all in a course of its own (a temporary folder, or ``--out``), so the repository's
 notebooks and gradebook are never touched:
 
-1. copy the source notebooks of the NumPy chapters and release them with nbgrader;
+1. copy the source notebooks of the sample class's chapters (two NumPy chapters and the
+   language model of chapter 11) and release them with nbgrader;
 2. write the sample class (:mod:`autograder.demo.sample_class`): honest, partial, buggy and
    untouched work, cheaters and broken files, with the grades they should get;
 3. collect it, autograde it with ``--jobs`` local workers or on the Dask cluster of

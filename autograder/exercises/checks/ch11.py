@@ -92,13 +92,13 @@ BUILDING_BLOCKS = (
     "transformer_ref.sublayers:residual",
     "transformer_ref.vocab",
 )
-# The parts of a language model: the model may build on the course's block, so it is graded in
-# a process of its own, apart from the block whose answer that is.
+# The parts of a language model. Its stack may be built of chapter 7's encoder layer, which
+# with a causal mask and pre-LN computes a decoder-only block.
 MODEL_PARTS = (
     "transformer_ref.embeddings:Embeddings",
     "transformer_ref.learned_positional:LearnedPositionalEncoding",
     "transformer_ref.generator:Generator",
-    "transformer_ref.lm_block:DecoderOnlyBlock",
+    "transformer_ref.encoder:EncoderLayer",
 )
 SUBLAYERS = ("self_attn", "feed_forward")
 PRE_LN = "a decoder-only block normalises first (pre-LN)"
@@ -938,7 +938,7 @@ def _uncached_sample(model: nn.Module, prompt: Tensor, steps: int, seed: int,
     difficulty="hard",
     minutes=40,
     reference="transformer_ref.lm_cache:KeyValueCache",
-    allowed=BUILDING_BLOCKS + MODEL_PARTS + ("transformer_ref.language_model:LanguageModel",),
+    allowed=BUILDING_BLOCKS + MODEL_PARTS,
     builders=("transformer_ref.language_model:LanguageModel",),
 )
 def check_key_value_cache(ctx: CheckContext, fn: Callable[..., Any]) -> None:
