@@ -11,7 +11,8 @@ the tokenizer, the loss reports and these figures, measured on the saved file it
   validation split and on test_2016_flickr, and their perplexities;
 * ``samples``: sentences drawn with temperature 0.8 and top-p 0.9 from a fixed generator.
 
-The run takes about half an hour on two CPU cores (one torch thread, as the notebook)::
+The run takes about an hour on a shared 2-core machine (56 minutes of training with one torch
+thread, as the notebook, while other programs ran)::
 
     python benchmarks/ship_language_model.py
     python benchmarks/ship_language_model.py --steps 50 --out /tmp/lm.pt   # a quick try

@@ -22,8 +22,7 @@ from torch import Tensor, nn
 
 from autograder.demo.mutants import Mutant
 from autograder.demo.mutants.ch07 import StdLayerNorm
-from transformer_ref.learned_positional import LearnedPositionalEncoding
-from transformer_ref.lm_block import DecoderOnlyBlock
+from autograder.demo.mutants.ch11 import LanguageModelParts
 from transformer_ref.masks import subsequent_mask
 from transformer_ref.modules import (
     Decoder,
@@ -502,23 +501,10 @@ class NanoGptMlpBlock(NanoGptBlock):
         self.feed_forward = MinGptMlp(d_model, d_ff, dropout)
 
 
-class NanoGptModel(nn.Module):
+class NanoGptModel(LanguageModelParts):
     """nanoGPT's GPT: ``wte(idx) + wpe(pos)``, dropout, the blocks, ``ln_f``, ``lm_head``
     tied to ``wte``; named as the course (wte -> embed.lut, wpe -> pos_encoding.pe, h ->
     layers, ln_f -> norm, lm_head -> generator.proj). GPT-2 does not scale the embeddings."""
-
-    def __init__(self, vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
-                 dropout: float = 0.1, max_len: int = 256, tie_weights: bool = True) -> None:
-        super().__init__()
-        self.embed = Embeddings(vocab, d_model)
-        self.pos_encoding = LearnedPositionalEncoding(d_model, dropout, max_len)
-        self.layers = nn.ModuleList(DecoderOnlyBlock(d_model, h, d_ff, dropout)
-                                    for _ in range(N))
-        self.norm = nn.LayerNorm(d_model)
-        self.generator = Generator(d_model, vocab)
-        self.max_len = max_len
-        if tie_weights:
-            self.generator.proj.weight = self.embed.lut.weight
 
     def forward(self, idx: Tensor) -> Tensor:
         pos = torch.arange(0, idx.size(1), dtype=torch.long, device=idx.device)

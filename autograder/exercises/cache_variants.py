@@ -5,15 +5,16 @@ With every switch at its default, :class:`CacheVariant` is the course's cache
 (:mod:`transformer_ref.lm_cache`): new tokens take the positions after the cached ones, their
 keys and values are appended to each block's cache, they attend causally among themselves,
 and ``reorder`` moves the cached rows. The switches break one rule each (see
-:data:`CACHE_BUGS`).
+:data:`CACHE_BUGS`, :class:`~autograder.exercises.beam_variants.Bug` each).
 
 torch is imported inside the functions, so importing this module stays torch-free.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from autograder.exercises.beam_variants import Bug
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
@@ -78,32 +79,23 @@ class CacheVariant:
             self.values = [None if v is None else v.index_select(0, rows) for v in self.values]
 
 
-@dataclass(frozen=True)
-class CacheBug:
-    """A known mistake: its switches of :class:`CacheVariant` and the hint that names it."""
-
-    name: str
-    switches: dict[str, Any]
-    hint: str
-
-
 CACHE_BUGS = (
-    CacheBug("positions restart at 0", {"positions": "restart"},
+    Bug("positions restart at 0", {"positions": "restart"},
              "the new tokens took positions 0, 1, ... again: they follow the cached ones, so "
              "pass start=length to the positional encoding (model.pos_encoding(x, start=...)) "
              "and count the positions the cache holds."),
-    CacheBug("cache not extended", {"store": "first"},
+    Bug("cache not extended", {"store": "first"},
              "the keys and values of later calls never reach the cache: after computing them, "
              "store the concatenation of the cached and the new ones for the next call."),
-    CacheBug("cache replaced", {"store": "replace"},
+    Bug("cache replaced", {"store": "replace"},
              "each call replaces the cached keys and values by those of its own tokens, so a "
              "token sees only itself and the tokens of its own call: append to the cache "
              "(torch.cat along the position axis) instead."),
-    CacheBug("no causal mask among new tokens", {"causal": False},
+    Bug("no causal mask among new tokens", {"causal": False},
              "new tokens fed together attend to each other in both directions: new token i "
              "may see every cached key and the new keys up to itself, a mask such as "
              "torch.ones(t, length + t).tril(length)."),
-    CacheBug("reorder ignored", {"reorder_rows": False},
+    Bug("reorder ignored", {"reorder_rows": False},
              "reorder(rows) left the cache as it was: row r of every block's keys and values "
              "must become old row rows[r] (index_select along the batch axis)."),
 )

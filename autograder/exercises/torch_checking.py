@@ -43,6 +43,7 @@ top, and ``import autograder`` (or grading a NumPy exercise) never loads torch.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -323,6 +324,39 @@ def build_modules(
     except Exception as exc:
         fail(f"{what}: .double().eval() raised {type(exc).__name__}: {exc}")
     return ModulePair(reference.double().eval(), learner, what)
+
+
+@functools.cache
+def graded_model_class(base: type, builder: str, describe: Callable[[dict[str, Any]], str]
+                       ) -> type:
+    """A subclass of the course's model class ``base`` for the models the checks hand to a
+    learner's decoding or caching code (see ``builders`` of
+    :class:`autograder.exercises.registry.Exercise`).
+
+    Its instances compare equal by configuration and weights (two draws of the same
+    secret-seeded model are equal inputs), show ``describe(config)`` as their repr (readable
+    messages), and carry a recipe by which the learner's process rebuilds the same model:
+    ``builder(**config)`` with these weights. Put a model in it with
+    ``model.__class__ = graded_model_class(...)``.
+    """
+    torch = _torch()
+
+    def equal(self: Any, other: object) -> bool:
+        if type(other) is not type(self) or other.config != self.config:
+            return False
+        mine, theirs = self.state_dict(), other.state_dict()
+        return mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k])
+                                                    for k in mine)
+
+    def recipe(self: Any) -> dict[str, Any]:
+        return {"builder": builder, "args": (), "kwargs": dict(self.config),
+                "state": self.state_dict(), "dtype": next(self.parameters()).dtype,
+                "training": self.training}
+
+    return type(f"Graded{base.__name__}", (base,), {
+        "__eq__": equal, "__hash__": torch.nn.Module.__hash__,
+        "__repr__": lambda self: describe(self.config), "grading_recipe": recipe,
+        "__module__": __name__})
 
 
 # ----------------------------------------------------------------------------- comparing

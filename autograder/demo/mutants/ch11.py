@@ -144,7 +144,7 @@ class BlockNnMultiheadAttention(nn.Module):
 
 # --- the model ------------------------------------------------------------------------------
 
-class _Model(nn.Module):
+class LanguageModelParts(nn.Module):
     """The model's parts under the course's names; subclasses write ``forward``."""
 
     def __init__(self, vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048,
@@ -170,30 +170,30 @@ class _Model(nn.Module):
         return self.generator(self.norm(self.blocks(self.pos_encoding(self.embed(ids)))))
 
 
-class ModelNoFinalNorm(_Model):
+class ModelNoFinalNorm(LanguageModelParts):
     def forward(self, ids: Tensor) -> Tensor:
         return self.generator(self.blocks(self.pos_encoding(self.embed(ids))))
 
 
-class ModelUnscaledEmbeddings(_Model):
+class ModelUnscaledEmbeddings(LanguageModelParts):
     """Looks the rows up without the factor sqrt(d_model)."""
 
     def forward(self, ids: Tensor) -> Tensor:
         return self.generator(self.norm(self.blocks(self.pos_encoding(self.embed.lut(ids)))))
 
 
-class ModelSoftmax(_Model):
+class ModelSoftmax(LanguageModelParts):
     def forward(self, ids: Tensor) -> Tensor:
         return super().forward(ids).softmax(dim=-1)
 
 
-class ModelNeverTied(_Model):
+class ModelNeverTied(LanguageModelParts):
     def __init__(self, vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
                  dropout: float = 0.1, max_len: int = 256, tie_weights: bool = True) -> None:
         super().__init__(vocab, N, d_model, d_ff, h, dropout, max_len, tie_weights=False)
 
 
-class ModelDropoutTwice(_Model):
+class ModelDropoutTwice(LanguageModelParts):
     """One more dropout on embeddings + positions, which LearnedPositionalEncoding already
     applies."""
 
@@ -207,7 +207,7 @@ class ModelDropoutTwice(_Model):
         return self.generator(self.norm(self.blocks(x)))
 
 
-class ModelWithoutMaxLen(_Model):
+class ModelWithoutMaxLen(LanguageModelParts):
     def __init__(self, vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
                  dropout: float = 0.1, max_len: int = 256, tie_weights: bool = True) -> None:
         super().__init__(vocab, N, d_model, d_ff, h, dropout, max_len, tie_weights)
@@ -239,7 +239,7 @@ class ModelSequential(nn.Module):
         return self.generator(self.norm(self.layers(x)))
 
 
-class ModelOwnBlocks(_Model):
+class ModelOwnBlocks(LanguageModelParts):
     """Valid: built from blocks written out (as a learner's own DecoderOnlyBlock)."""
 
     def __init__(self, vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,

@@ -30,7 +30,6 @@ torch is imported inside the check functions, so importing this module stays tor
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,7 +40,6 @@ import numpy as np
 from autograder.exercises.cache_variants import CACHE_BUGS, CacheVariant
 from autograder.exercises.checking import (
     CheckContext,
-    CheckFailure,
     ErrorHint,
     Hint,
     describe,
@@ -65,12 +63,13 @@ from autograder.exercises.torch_checking import (
     check_causal,
     compare_forward,
     compare_tensors,
+    construct,
     describe_tensor,
     expect_deterministic,
     expect_dropout_probability,
     expect_random_in_training,
     expect_tensor,
-    expected_signature,
+    graded_model_class,
     manual_seed,
     one_thread,
     random_tensor,
@@ -234,26 +233,6 @@ def _config_words(config: dict[str, Any]) -> str:
     return "LanguageModel(" + ", ".join(f"{k}={v!r}" for k, v in config.items()) + ")"
 
 
-def _construct_lm(ctx: CheckContext, fn: Callable[..., Any], config: dict[str, Any]) -> Any:
-    """The learner's model with its own initialisation, from a seed drawn from ``ctx.rng``."""
-    import torch
-
-    seed = int(ctx.rng.integers(0, 2**31))
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        try:
-            model = call_torch(fn, **config)
-        except CheckFailure as exc:
-            if isinstance(exc.__cause__, TypeError):
-                raise CheckFailure(f"{exc} Hint: the constructor must accept the arguments of "
-                                   f"{expected_signature(ctx.reference)}.") from exc.__cause__
-            raise
-    if not isinstance(model, torch.nn.Module):
-        fail(f"{_config_words(config)} returned {describe(model)}; a LanguageModel is a "
-             f"torch.nn.Module subclass.")
-    return model
-
-
 def _check_lm_structure(model: nn.Module, reference: nn.Module, config: dict[str, Any]) -> None:
     """The tied table, ``max_len``, dropout probabilities and the parameter count."""
     what = _config_words(config)
@@ -363,7 +342,7 @@ def check_language_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     rng = ctx.rng
     for tie_weights in (True, False):
         config = _lm_config(rng, tie_weights)
-        model = _construct_lm(ctx, fn, config)
+        model = construct(ctx, fn, **config)
         with torch.random.fork_rng(devices=[]):
             with_reference_init = ctx.reference(**config)
         _check_lm_structure(model, with_reference_init, config)
@@ -779,37 +758,9 @@ def check_sample(ctx: CheckContext, fn: Callable[..., Any]) -> None:
 # ----------------------------------------------------------------------------- the cache
 
 
-@functools.cache
-def _graded_lm_class() -> type:
-    """``GradedLanguageModel``: a LanguageModel with a short repr, equality by weights, and a
-    recipe that rebuilds it in the learner's process."""
-    import torch
-    from torch import nn
-
-    from transformer_ref.language_model import LanguageModel
-
-    class GradedLanguageModel(LanguageModel):
-        __hash__ = nn.Module.__hash__
-
-        def __eq__(self, other: object) -> bool:
-            if type(other) is not type(self) or other.config != self.config:
-                return False
-            mine, theirs = self.state_dict(), other.state_dict()
-            return mine.keys() == theirs.keys() and all(
-                torch.equal(mine[k], theirs[k]) for k in mine)
-
-        def __repr__(self) -> str:
-            c = self.config
-            return (f"<language model N={c['N']} d_model={c['d_model']} vocab={c['vocab']} "
-                    f"max_len={c['max_len']}>")
-
-        def grading_recipe(self) -> dict[str, Any]:
-            """The learner's process builds the same model with these weights."""
-            return {"builder": "transformer_ref.language_model:LanguageModel", "args": (),
-                    "kwargs": dict(self.config), "state": self.state_dict(),
-                    "dtype": next(self.parameters()).dtype, "training": False}
-
-    return GradedLanguageModel
+def _describe_lm(config: dict[str, Any]) -> str:
+    return (f"<language model N={config['N']} d_model={config['d_model']} "
+            f"vocab={config['vocab']} max_len={config['max_len']}>")
 
 
 def _random_lm(rng: np.random.Generator) -> nn.Module:
@@ -825,7 +776,8 @@ def _random_lm(rng: np.random.Generator) -> nn.Module:
     with torch.random.fork_rng(devices=[]):
         model = LanguageModel(**config)
     randomize_parameters(model, rng)
-    model.__class__ = _graded_lm_class()
+    model.__class__ = graded_model_class(LanguageModel, "transformer_ref.language_model:"
+                                         "LanguageModel", _describe_lm)
     return model.double().eval()
 
 
