@@ -1,8 +1,7 @@
 """Autograding throughput: ``python -m autograder autograde --jobs N`` against plain nbgrader.
 
 Both sides grade the same sample class (:mod:`autograder.demo.sample_class`, its two NumPy
-chapters) in one run, each in a
-course of its own (fresh gradebook, same release):
+chapters) in one run, each in a course of its own (fresh gradebook, same release):
 
 * pipeline: :func:`autograder.pipeline.grade.autograde` with ``--jobs`` worker processes of a
   local Dask cluster (sandboxed execution plus verification outside the kernel; the cluster's
