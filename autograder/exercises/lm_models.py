@@ -97,5 +97,19 @@ class SeededGenerator(torch.Generator):
         """Nothing to do: the learner's process calls it on everything it builds."""
         return self
 
+    def __deepcopy__(self, memo: dict) -> SeededGenerator:
+        copy = SeededGenerator(self.seed_value)
+        copy.set_state(self.get_state())
+        return copy
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when seeded alike and in the same state (the same draws follow)."""
+        if not isinstance(other, SeededGenerator):
+            return NotImplemented
+        return self.seed_value == other.seed_value and torch.equal(self.get_state(),
+                                                                   other.get_state())
+
+    __hash__ = None  # equal copies, mutable state
+
     def __repr__(self) -> str:
         return f"<torch.Generator seeded with {self.seed_value}>"
