@@ -8,7 +8,8 @@ Hugging Face's GPT-2. Learners bring exactly
 such code, so the checks must judge it right and, where it differs from the course's contract,
 say how in terms of the tutorial's own choices. ``tests/demo/test_tutorial_style.py`` grades
 every entry of :data:`TUTORIAL_STYLE` (at least one per PyTorch exercise) in visible and
-hidden mode and checks its verdict and message.
+hidden mode and checks its verdict and message; entries marked ``every_secret`` also under
+20 values of ``AUTOGRADER_SECRET``.
 """
 
 from __future__ import annotations
@@ -695,15 +696,18 @@ TUTORIAL_STYLE = [
     Mutant("ch10.translate_batched", "RNN packing tutorials: longest first, pad_sequence",
            packing_style_translate_batched, True),
     Mutant("ch11.decoder_only_block", "nanoGPT: a fused qkv c_attn and is_causal, the course's "
-           "names", NanoGptBlock, True),
+           "names", NanoGptBlock, True, every_secret=True),
     Mutant("ch11.decoder_only_block", "nanoGPT's own names: ln_1, attn, ln_2, mlp",
-           NanoGptNamedBlock, False, "ln_1 -> norm1"),
-    Mutant("ch11.decoder_only_block", "nanoGPT's MLP: GELU", NanoGptMlpBlock, False, "GELU"),
+           NanoGptNamedBlock, False, "ln_1 -> norm1", every_secret=True),
+    Mutant("ch11.decoder_only_block", "nanoGPT's MLP: GELU", NanoGptMlpBlock, False, "GELU",
+           every_secret=True),
     Mutant("ch11.language_model", "nanoGPT: unscaled wte + wpe", NanoGptModel, False,
-           "sqrt(d_model)"),
-    Mutant("ch11.language_model", "minGPT: drop(tok_emb + pos_emb)", MinGptModel, True),
-    Mutant("ch11.sample", "nanoGPT's generate, Hugging Face's top-p", nanogpt_generate, True),
-    Mutant("ch11.sample", "llama2.c's sample_topp", llama2c_sample, True),
+           "sqrt(d_model)", every_secret=True),
+    Mutant("ch11.language_model", "minGPT: drop(tok_emb + pos_emb)", MinGptModel, True,
+           every_secret=True),
+    Mutant("ch11.sample", "nanoGPT's generate, Hugging Face's top-p", nanogpt_generate, True,
+           every_secret=True),
+    Mutant("ch11.sample", "llama2.c's sample_topp", llama2c_sample, True, every_secret=True),
     Mutant("ch11.key_value_cache", "Hugging Face GPT-2: past_key_values and _reorder_cache",
-           HuggingFacePastKeyValues, True),
+           HuggingFacePastKeyValues, True, every_secret=True),
 ]

@@ -8,8 +8,11 @@ import pytest
 from autograder import exercises, grade_function
 from autograder.demo.mutants import Mutant
 from autograder.demo.tutorial_style import TUTORIAL_STYLE
+from autograder.exercises.checking import SECRET_ENV
 
 PYTORCH_EXERCISES = [e for e in exercises() if e.split(".")[0] >= "ch07"]
+EVERY_SECRET = [c for c in TUTORIAL_STYLE if c.every_secret]
+SECRETS = [f"secret number {i}" for i in range(20)]
 
 
 @pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
@@ -21,6 +24,16 @@ def test_tutorial_style_code_is_judged_in_its_own_terms(code: Mutant, hidden: bo
     else:
         assert not result.passed
         assert code.hint in result.message, result.message
+
+
+@pytest.mark.parametrize("code", EVERY_SECRET, ids=[c.id for c in EVERY_SECRET])
+def test_tutorial_style_code_is_judged_alike_under_every_secret(code: Mutant, monkeypatch):
+    for secret in SECRETS:
+        monkeypatch.setenv(SECRET_ENV, secret)
+        result = grade_function(code.exercise, code.fn, hidden=True)
+        assert result.passed == code.valid, f"AUTOGRADER_SECRET={secret!r}: {result.message}"
+        if not code.valid:
+            assert code.hint in result.message, f"AUTOGRADER_SECRET={secret!r}"
 
 
 def test_every_pytorch_exercise_is_tried_with_tutorial_style_code():
