@@ -59,7 +59,7 @@ def _chapter_id(text: str) -> str:
     if text in CHAPTERS.values():
         return text
     raise argparse.ArgumentTypeError(
-        f"unknown chapter {text!r}; use one of {', '.join(CHAPTERS.values())} (or ch01..ch10)")
+        f"unknown chapter {text!r}; use one of {', '.join(CHAPTERS.values())} (or ch01..ch11)")
 
 
 def _release(args: argparse.Namespace) -> int:

@@ -1,7 +1,7 @@
 """Autograding throughput: ``python -m autograder autograde --jobs N`` against plain nbgrader.
 
-Both sides grade the same sample class (:mod:`autograder.demo.sample_class`) in one run, each in a
-course of its own (fresh gradebook, same release):
+Both sides grade the same sample class (:mod:`autograder.demo.sample_class`, its two NumPy
+chapters) in one run, each in a course of its own (fresh gradebook, same release):
 
 * pipeline: :func:`autograder.pipeline.grade.autograde` with ``--jobs`` worker processes of a
   local Dask cluster (sandboxed execution plus verification outside the kernel; the cluster's
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from autograder.course import ensure_alembic_on_path
 from autograder.demo.demo import prepare_course
-from autograder.demo.sample_class import CHAPTERS, build_class
+from autograder.demo.sample_class import NUMPY_CHAPTERS, build_class
 from autograder.pipeline.collect import collect
 from autograder.pipeline.grade import autograde
 from autograder.pipeline.secret import DEVELOPMENT_ENV
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1 or (args.learners is not None and args.learners < 1):
         parser.error("--jobs and --learners must be 1 or more")
 
-    chapters = list(CHAPTERS)
+    chapters = list(NUMPY_CHAPTERS)
     with tempfile.TemporaryDirectory(prefix="throughput-") as folder:
         workspace = Path(folder)
         course_root = prepare_course(workspace, chapters)

@@ -1,6 +1,7 @@
 """Grading the sample class again and again: never a ``grading_error``, the same grades each time.
 
-The sample class (:mod:`autograder.demo.sample_class`: 13 learners, ch02 and ch05) is released
+The sample class (:mod:`autograder.demo.sample_class`: 13 learners) in its two NumPy chapters
+(ch02 and ch05) is released
 once; each run collects it into a fresh course folder, grades it with ``--jobs`` local workers
 (or on the Dask cluster of ``--scheduler``) and exports the grades CSV. One line per run: wall
 time, ``grading_error`` flags, whether every score and flag is as ``expected.csv`` says, and
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from autograder.course import Course
 from autograder.demo.demo import prepare_course
-from autograder.demo.sample_class import CHAPTERS, LEARNERS, build_class, compare
+from autograder.demo.sample_class import LEARNERS, NUMPY_CHAPTERS, build_class, compare
 from autograder.pipeline.collect import collect
 from autograder.pipeline.grade import autograde
 from autograder.pipeline.report import export_csv
@@ -31,9 +32,9 @@ from autograder.pipeline.secret import DEVELOPMENT_ENV
 
 def grade_once(class_dir: Path, course: Course, **where) -> tuple[float, list, str]:
     """Collect and grade the class into ``course``; seconds, summaries and the CSV text."""
-    collect([class_dir], chapters=list(CHAPTERS), **course.as_kwargs())
+    collect([class_dir], chapters=list(NUMPY_CHAPTERS), **course.as_kwargs())
     start = time.perf_counter()
-    summaries = autograde(list(CHAPTERS), **where, **course.as_kwargs())
+    summaries = autograde(list(NUMPY_CHAPTERS), **where, **course.as_kwargs())
     return time.perf_counter() - start, summaries, export_csv(**course.as_kwargs())
 
 
@@ -57,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     clean = True
     with tempfile.TemporaryDirectory(prefix="stability-") as folder:
         workspace = Path(folder)
-        root = prepare_course(workspace, list(CHAPTERS))
-        expected = build_class(workspace / "class", root=root, learners=args.learners)
+        root = prepare_course(workspace, list(NUMPY_CHAPTERS))
+        expected = build_class(workspace / "class", root=root, chapters=NUMPY_CHAPTERS,
+                               learners=args.learners)
         print(f"{len(expected)} notebooks of {len({e.learner for e in expected})} learners, "
               f"{args.runs} runs, " + (f"scheduler {args.scheduler}" if args.scheduler
                                        else f"--jobs {args.jobs}"))

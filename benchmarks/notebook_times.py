@@ -19,11 +19,12 @@ should keep a learner waiting more than 3 s. Cells are numbered from 1, as Jupyt
 programs do on a shared machine: a learner's cells must stay quick there too. ``--root`` times
 the notebooks of another checkout (an earlier version, say) with this script.
 
-Chapter 10 reads Multi30k from ``MULTI30K_DIR`` (see :mod:`transformer_ref.data`); without
-the files its Multi30k sections are skipped and its times are not comparable. A notebook that
-fails does not stop the run: its status names the first error (``error: <exception>``, or
-``failed: <exercise>`` for a check that did not pass). A cell that runs longer than
-``--timeout`` seconds is interrupted, which shows as ``error: KeyboardInterrupt``.
+Chapters 10 and 11 read Multi30k from ``MULTI30K_DIR`` (see :mod:`transformer_ref.data`);
+without the files their Multi30k sections are skipped and their times are not comparable. A
+notebook that fails does not stop the run: its status names the first error
+(``error: <exception>``, or ``failed: <exercise>`` for a check that did not pass). A cell
+that runs longer than ``--timeout`` seconds is interrupted, which shows as
+``error: KeyboardInterrupt``.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from transformer_ref.data import MULTI30K_ENV, verify_multi30k
 
 FAST_ENV = "TRANSFORMER_COURSE_FAST"
 MODES = ("fast", "full")
-MULTI30K_CHAPTER = "ch10_translation"
+MULTI30K_CHAPTERS = ("ch10_translation", "ch11_language_model")
 # Full mode trains models for minutes in one cell; the limit only stops a hung kernel.
 DEFAULT_CELL_TIMEOUT = 1800
 
@@ -164,12 +165,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep N more processes busy on the CPU meanwhile (default 0)")
     args = parser.parse_args(argv)
 
-    if MULTI30K_CHAPTER in args.chapters:
+    readers = [chapter for chapter in args.chapters if chapter in MULTI30K_CHAPTERS]
+    if readers:
         try:
             # Absolute, because the notebook runs in another folder.
             os.environ[MULTI30K_ENV] = str(verify_multi30k().resolve())
         except (FileNotFoundError, ValueError) as err:
-            print(f"note: {MULTI30K_CHAPTER} runs without Multi30k ({err})", flush=True)
+            print(f"note: {', '.join(readers)} run without Multi30k ({err})", flush=True)
     print(f"notebooks of {root}; {available_cores()} CPU cores; {args.busy} busy processes "
           f"besides; cell timeout {args.timeout} s", flush=True)
 

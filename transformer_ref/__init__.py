@@ -32,6 +32,10 @@ __getattr__, __dir__, __all__ = lend(__name__, {
     "transformer_ref.model": ("make_model",),
     "transformer_ref.build": ("build_model",),
     "transformer_ref.learned_positional": ("LearnedPositionalEncoding",),
+    "transformer_ref.lm_block": ("DecoderOnlyBlock",),
+    "transformer_ref.language_model": ("LanguageModel",),
+    "transformer_ref.sampling": ("sample",),
+    "transformer_ref.lm_cache": ("KeyValueCache",),
     "transformer_ref.basic_masks": ("make_src_mask", "subsequent_mask"),
     "transformer_ref.targets": ("make_tgt_mask", "shift_right"),
     "transformer_ref.data": (

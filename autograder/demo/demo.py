@@ -5,12 +5,16 @@
 Steps, all in a course of its own (a temporary folder, or ``--out``), so the repository's
 notebooks and gradebook are never touched:
 
-1. copy the source notebooks of the NumPy chapters and release them with nbgrader;
+1. copy the source notebooks of the sample class's chapters (two NumPy chapters and the
+   language model of chapter 11) and release them with nbgrader;
 2. write the sample class (:mod:`autograder.demo.sample_class`): honest, partial, buggy and
    untouched work, cheaters and broken files, with the grades they should get;
 3. collect it, autograde it with ``--jobs`` local workers or on the Dask cluster of
    ``--scheduler`` (grading audits every submission, see
-   :mod:`autograder.pipeline.audit`), write feedback pages and the grades CSV;
+   :mod:`autograder.pipeline.audit`), write feedback pages and the grades CSV. The learners'
+   notebooks run in fast mode (``TRANSFORMER_COURSE_FAST=1``, the tiny settings of the tests;
+   workers of a ``--scheduler`` cluster need it in their own environment): the demo shows the
+   grading, not the chapters' experiments;
 4. print a table (learner, chapter, score, expected score, flags) and whether every result
    is as expected. The exit status is 0 only then.
 """
@@ -21,12 +25,15 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.course import ROOT, Course
 from autograder.demo.sample_class import CHAPTERS, Comparison, Expected, build_class, compare
+
+# The chapters' fast mode (tiny settings, the same code paths), which the sandbox passes on.
+FAST_ENV = "TRANSFORMER_COURSE_FAST"
 
 
 @dataclass(frozen=True)
@@ -160,5 +167,21 @@ def run_demo(
         class_dir = workspace / "class"
         expected = build_class(class_dir, root=course_root, chapters=chapters,
                                learners=learners)
+        stack.enter_context(_fast_notebooks())
         return grade_class(class_dir, course_root, chapters, jobs=jobs, expected=expected,
                            limits=limits, scheduler=scheduler)
+
+
+@contextlib.contextmanager
+def _fast_notebooks() -> Iterator[None]:
+    """Within the block, notebooks run in fast mode: the sandbox passes this variable on to
+    the kernels, and the local grading workers inherit it when they start."""
+    saved = os.environ.get(FAST_ENV)
+    os.environ[FAST_ENV] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(FAST_ENV, None)
+        else:
+            os.environ[FAST_ENV] = saved

@@ -1,7 +1,8 @@
 """A sample class of learners for demonstrating and testing the grading pipeline.
 
 :func:`build_class` writes, from the released notebooks of the NumPy chapters
-``ch02_attention`` and ``ch05_layer_norm_ffn``, a folder of learner folders::
+``ch02_attention`` and ``ch05_layer_norm_ffn`` and of the PyTorch chapter
+``ch11_language_model``, a folder of learner folders::
 
     <out>/<learner>/<chapter>/<chapter>.ipynb     the learner's notebook, its modification
                                                   time fixed (when it was handed in)
@@ -39,15 +40,18 @@ import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
 
 from autograder.course import ROOT, Course
-from autograder.exercises.registry import all_exercises
+from autograder.exercises.registry import all_exercises, get_exercise
 from autograder.notebook import cell_index
 
-CHAPTERS: tuple[str, ...] = ("ch02_attention", "ch05_layer_norm_ffn")
+CHAPTERS: tuple[str, ...] = ("ch02_attention", "ch05_layer_norm_ffn", "ch11_language_model")
+# The NumPy chapters alone, quick to grade: what the grading benchmarks measure.
+NUMPY_CHAPTERS: tuple[str, ...] = CHAPTERS[:2]
 EXPECTED_CSV = "expected.csv"
 EXPECTED_COLUMNS = ("learner", "chapter", "kind", "expected_score", "max_score",
                     "expected_flags", "description")
@@ -72,6 +76,10 @@ ALTERNATIVES = {
     "ch05.layer_norm": "ln_manual_sums",
     "ch05.feed_forward": "ffn_where",
     "ch05.add_and_norm": "add_norm_inline",
+    "ch11.decoder_only_block": "BlockExplicit",
+    "ch11.language_model": "ModelSequential",
+    "ch11.sample": "sample_gumbel_max",
+    "ch11.key_value_cache": "CacheStatic",
 }
 # Bugs in exercises that later exercises of the chapter do not call (a buggy softmax would also
 # break the learner's attention, which calls it).
@@ -80,6 +88,8 @@ BUGS = {
     "ch02.padding_mask": "padding_off_by_one",
     "ch05.feed_forward": "ffn_no_relu",
     "ch05.add_and_norm": "add_norm_no_norm",
+    "ch11.decoder_only_block": "BlockGelu",
+    "ch11.sample": "sample_first_tokens",
 }
 
 
@@ -163,8 +173,9 @@ def load_chapter(name: str, root: str | os.PathLike = ROOT) -> Chapter:
 
 
 def mutant_source(exercise: str, mutant_name: str) -> str:
-    """The source of a mutant from :mod:`autograder.demo.mutants`, renamed to the exercise's
-    function and preceded by the module-level helpers it calls (as a learner would write it).
+    """The source of a mutant from :mod:`autograder.demo.mutants` (a function or a class),
+    named as the exercise's solution defines it and preceded by the module-level helpers it
+    uses (as a learner would write them).
 
     Type annotations are dropped: they name aliases of the mutant module that a notebook lacks.
     """
@@ -187,37 +198,66 @@ def own_source(exercise: str, learner: str) -> str | None:
 def _answer_source(module: types.ModuleType, name: str, exercise: str, *,
                    with_helpers: bool) -> str:
     fn = getattr(module, name)
-    helpers: list[types.FunctionType] = []
+    helpers: list[Any] = []
     if with_helpers:
         _collect_helpers(fn, module, helpers)
     parts = ["import math\n\nimport numpy as np"]
     parts += [_plain_source(h, h.__name__) for h in helpers]
-    parts.append(_plain_source(fn, function_name(exercise)))
+    parts.append(_plain_source(fn, get_exercise(exercise).defines))
     return "\n\n\n".join(parts) + "\n"
 
 
-def _plain_source(fn: types.FunctionType, name: str) -> str:
-    """The source of ``fn`` named ``name``, without type annotations."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+class _NoAnnotations(ast.NodeTransformer):
+    """Drops the type annotations of arguments, returns and annotated assignments."""
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:  # noqa: N802
+        node.returns = None
+        arguments = node.args
+        for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                    arguments.vararg, arguments.kwarg]:
+            if arg is not None:
+                arg.annotation = None
+        self.generic_visit(node)
+        return node
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST | None:  # noqa: N802
+        if node.value is None:
+            return None
+        return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
+
+
+def _plain_source(obj: Any, name: str) -> str:
+    """The source of a function or class ``obj`` named ``name``, without type annotations."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
     definition = tree.body[0]
-    assert isinstance(definition, ast.FunctionDef)
+    assert isinstance(definition, (ast.FunctionDef, ast.ClassDef))
     definition.name = name
-    definition.returns = None
-    arguments = definition.args
-    for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
-                arguments.vararg, arguments.kwarg]:
-        if arg is not None:
-            arg.annotation = None
-    return ast.unparse(tree)
+    return ast.unparse(ast.fix_missing_locations(_NoAnnotations().visit(tree)))
 
 
-def _collect_helpers(fn: types.FunctionType, module: types.ModuleType,
-                     found: list[types.FunctionType]) -> None:
-    """Append the functions of ``module`` that ``fn`` calls (their own helpers first)."""
-    for name in fn.__code__.co_names:
+def _names_used(obj: Any) -> list[str]:
+    """The global names a function (or the methods and bases of a class) refers to."""
+    if isinstance(obj, type):
+        names = [base.__name__ for base in obj.__bases__]
+        members = [inspect.unwrap(getattr(v, "__func__", v)) for v in vars(obj).values()]
+        codes = [m.__code__ for m in members if isinstance(m, types.FunctionType)]
+    else:
+        names, codes = [], [inspect.unwrap(obj).__code__]
+    while codes:
+        code = codes.pop(0)
+        names += code.co_names
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return list(dict.fromkeys(names))
+
+
+def _collect_helpers(obj: Any, module: types.ModuleType, found: list[Any]) -> None:
+    """Append the functions and classes of ``module`` that ``obj`` uses (their own helpers
+    first)."""
+    for name in _names_used(obj):
         helper = getattr(module, name, None)
-        if (isinstance(helper, types.FunctionType) and helper.__module__ == module.__name__
-                and helper not in found and helper is not fn):
+        if (isinstance(helper, (types.FunctionType, type))
+                and helper.__module__ == module.__name__
+                and helper not in found and helper is not obj):
             _collect_helpers(helper, module, found)
             if helper not in found:
                 found.append(helper)

@@ -3,12 +3,13 @@ them, each with the thinnest adapter to the course's names and signatures.
 
 The code is the course's own; only the structure follows the tutorial named in each entry: the
 Annotated Transformer (Harvard NLP), pytorch-seq2seq (Ben Trevett), Dive into Deep Learning
-(d2l.ai), the UvA deep-learning tutorials, minGPT (Andrej Karpathy), and the NumPy attention of
-the explanations the course builds on (scores divided by ``np.sqrt(d_k)``). Learners bring
-exactly such code, so the checks must judge it right and, where it differs from the course's
-contract, say how in terms of the tutorial's own choices. ``tests/demo/test_tutorial_style.py``
-grades every entry of :data:`TUTORIAL_STYLE` (at least one per PyTorch exercise) in visible and
-hidden mode and checks its verdict and message.
+(d2l.ai), the UvA deep-learning tutorials, minGPT, nanoGPT and llama2.c (Andrej Karpathy),
+Hugging Face's GPT-2, and the NumPy attention of the explanations the course builds on (scores
+divided by ``np.sqrt(d_k)``). Learners bring exactly such code, so the checks must judge it
+right and, where it differs from the course's contract, say how in terms of the tutorial's own
+choices. ``tests/demo/test_tutorial_style.py`` grades every entry of :data:`TUTORIAL_STYLE` (at
+least one per PyTorch exercise) in visible and hidden mode and checks its verdict and message;
+entries marked ``every_secret`` also under 20 values of ``AUTOGRADER_SECRET``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from torch import Tensor, nn
 
 from autograder.demo.mutants import Mutant
 from autograder.demo.mutants.ch07 import StdLayerNorm
+from autograder.demo.mutants.ch11 import LanguageModelParts
 from transformer_ref.masks import subsequent_mask
 from transformer_ref.modules import (
     Decoder,
@@ -616,6 +618,228 @@ def sqrt_multi_head_attention(x_q, x_kv, W_q, W_k, W_v, W_o, num_heads, mask=Non
     return concat @ W_o, weights
 
 
+# --- nanoGPT / minGPT: a fused qkv projection, causal attention built in --------------------
+
+
+class NanoGptSelfAttention(nn.Module):
+    """nanoGPT's CausalSelfAttention: one projection ``c_attn`` to queries, keys and values,
+    split in three, heads by view and transpose, the fused kernel with ``is_causal``; the
+    adapter names its output projection w_o (nanoGPT: c_proj) and takes the course's call
+    ``(query, key, value, mask)``, of which it reads the query (a block's self-attention)."""
+
+    def __init__(self, d_model: int, h: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.c_attn = nn.Linear(d_model, 3 * d_model)
+        self.w_o = nn.Linear(d_model, d_model)
+        self.attn_dropout = nn.Dropout(dropout)
+        self.n_head = h
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor,
+                mask: Tensor | None = None) -> Tensor:
+        x = query
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (z.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for z in (q, k, v))
+        p = self.attn_dropout.p if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        return self.w_o(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class NanoGptBlock(nn.Module):
+    """``x + attn(ln_1(x))``, then ``x + mlp(ln_2(x))``; the adapter names the parts as the
+    course (ln_1 -> norm1, attn -> self_attn, mlp -> feed_forward, the course's ReLU FFN) and
+    keeps nanoGPT's residual dropout as the block's own ``dropout``."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d_model)
+        self.self_attn = NanoGptSelfAttention(d_model, h, dropout)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.dropout(self.self_attn(self.norm1(x), None, None))
+        return x + self.dropout(self.feed_forward(self.norm2(x)))
+
+
+class NanoGptNamedBlock(nn.Module):
+    """nanoGPT's block under its own names: ln_1, attn (c_attn, c_proj), ln_2, mlp."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d_model)
+        self.attn = NanoGptSelfAttention(d_model, h, dropout)
+        self.ln_2 = nn.LayerNorm(d_model)
+        self.mlp = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.dropout(self.attn(self.ln_1(x), None, None))
+        return x + self.dropout(self.mlp(self.ln_2(x)))
+
+
+class NanoGptMlpBlock(NanoGptBlock):
+    """nanoGPT's MLP: c_fc, GELU, c_proj (named w_1, w_2 here)."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__(d_model, h, d_ff, dropout)
+        self.feed_forward = MinGptMlp(d_model, d_ff, dropout)
+
+
+class NanoGptModel(LanguageModelParts):
+    """nanoGPT's GPT: ``wte(idx) + wpe(pos)``, dropout, the blocks, ``ln_f``, ``lm_head``
+    tied to ``wte``; named as the course (wte -> embed.lut, wpe -> pos_encoding.pe, h ->
+    layers, ln_f -> norm, lm_head -> generator.proj). GPT-2 does not scale the embeddings."""
+
+    def forward(self, idx: Tensor) -> Tensor:
+        pos = torch.arange(0, idx.size(1), dtype=torch.long, device=idx.device)
+        tok_emb = self.embed.lut(idx)
+        pos_emb = self.pos_encoding.pe(pos)
+        x = self.pos_encoding.dropout(tok_emb + pos_emb)
+        for block in self.layers:
+            x = block(x)
+        return self.generator(self.norm(x))
+
+
+class MinGptModel(NanoGptModel):
+    """minGPT's GPT with the course's scaled token embeddings: ``drop(tok_emb + pos_emb)``."""
+
+    def forward(self, idx: Tensor) -> Tensor:
+        pos = torch.arange(0, idx.size(1), dtype=torch.long, device=idx.device).unsqueeze(0)
+        x = self.pos_encoding.dropout(self.embed(idx) + self.pos_encoding.pe(pos))
+        for block in self.layers:
+            x = block(x)
+        return self.generator(self.norm(x))
+
+
+@torch.no_grad()
+def nanogpt_generate(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None,
+                     top_p=None, generator=None):
+    """nanoGPT's ``generate`` (crop to the block size, last logits / temperature, top-k by the
+    k-th value), with top-p as Hugging Face's TopPLogitsWarper writes it (an ascending sort,
+    tokens whose running sum stays within 1 - p removed)."""
+    idx = prompt_ids
+    for _ in range(max_new_tokens):
+        idx_cond = idx if idx.size(1) <= model.max_len else idx[:, -model.max_len:]
+        logits = model(idx_cond)[:, -1, :] / temperature
+        if top_k is not None:
+            v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+            logits[logits < v[:, [-1]]] = -float("Inf")
+        if top_p is not None:
+            sorted_logits, sorted_indices = torch.sort(logits, descending=False)
+            cumulative_probs = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+            sorted_indices_to_remove = cumulative_probs <= (1 - top_p)
+            sorted_indices_to_remove[..., -1:] = 0
+            indices_to_remove = sorted_indices_to_remove.scatter(1, sorted_indices,
+                                                                 sorted_indices_to_remove)
+            logits = logits.masked_fill(indices_to_remove, -float("Inf"))
+        probs = F.softmax(logits, dim=-1)
+        idx_next = torch.multinomial(probs, num_samples=1, generator=generator)
+        idx = torch.cat((idx, idx_next), dim=1)
+    return idx
+
+
+def llama2c_sample(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
+                   generator=None):
+    """llama2.c's ``sample_topp``, one row at a time: candidates below (1 - p) / (n - 1) are
+    dropped first, the rest sorted, the nucleus cut where the running sum passes p, and one
+    coin (a uniform number from the generator) picks a token from it; top-k added in
+    nanoGPT's way."""
+    ids = prompt_ids
+    for _ in range(max_new_tokens):
+        logits = model(ids[:, -model.max_len:])[:, -1, :] / temperature
+        if top_k is not None and top_k < logits.size(-1):
+            v, _ = torch.topk(logits, top_k)
+            logits = logits.masked_fill(logits < v[:, [-1]], -float("inf"))
+        probs = torch.softmax(logits, dim=-1)
+        coins = torch.rand(probs.size(0), generator=generator, dtype=torch.float64).tolist()
+        picked = []
+        for row, coin in zip(probs.tolist(), coins, strict=True):
+            n = len(row)
+            if top_p is None or top_p >= 1:
+                candidates = sorted(((p, i) for i, p in enumerate(row) if p > 0), reverse=True)
+                last, total = len(candidates) - 1, sum(p for p, _ in candidates)
+            else:
+                cutoff = (1.0 - top_p) / (n - 1)
+                candidates = sorted(((p, i) for i, p in enumerate(row) if p >= cutoff),
+                                    reverse=True)
+                total, last = 0.0, len(candidates) - 1
+                for j, (p, _) in enumerate(candidates):
+                    total += p
+                    if total >= top_p:
+                        last = j
+                        break
+            r, cdf = coin * total, 0.0
+            choice = candidates[last][1]
+            for p, i in candidates[: last + 1]:
+                cdf += p
+                if r < cdf:
+                    choice = i
+                    break
+            picked.append(choice)
+        ids = torch.cat([ids, torch.tensor(picked, dtype=ids.dtype)[:, None]], dim=1)
+    return ids
+
+
+class HuggingFacePastKeyValues:
+    """Hugging Face's GPT-2 cache: ``past_key_values``, one ``(key, value)`` tuple per block,
+    the position ids continue from the past length, each block's attention concatenates its
+    ``layer_past`` and returns ``present``, the causal mask is the slice of a lower triangle
+    that the new queries need, and ``_reorder_cache`` is an ``index_select`` by beam."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.past_key_values: tuple | None = None
+
+    def _attn(self, layer: nn.Module, hidden_states: Tensor, layer_past: tuple | None
+              ) -> tuple[Tensor, tuple]:
+        attn = layer.self_attn
+        bsz, q_len, _ = hidden_states.shape
+
+        def split_heads(tensor: Tensor) -> Tensor:
+            return tensor.view(bsz, q_len, attn.h, attn.d_k).permute(0, 2, 1, 3)
+
+        query = split_heads(attn.w_q(hidden_states))
+        key, value = split_heads(attn.w_k(hidden_states)), split_heads(attn.w_v(hidden_states))
+        if layer_past is not None:
+            past_key, past_value = layer_past
+            key, value = torch.cat((past_key, key), dim=-2), torch.cat((past_value, value), -2)
+        present = (key, value)
+        key_length = key.size(-2)
+        bias = torch.tril(torch.ones(key_length, key_length, dtype=torch.bool))
+        causal_mask = bias[key_length - q_len : key_length, :key_length]
+        attn_weights = torch.matmul(query, key.transpose(-1, -2)) / math.sqrt(attn.d_k)
+        attn_weights = torch.where(causal_mask, attn_weights,
+                                   torch.finfo(attn_weights.dtype).min).softmax(dim=-1)
+        attn_output = torch.matmul(attn_weights, value).permute(0, 2, 1, 3)
+        attn_output = attn_output.reshape(bsz, q_len, attn.h * attn.d_k)
+        return attn.w_o(attn_output), present
+
+    def __call__(self, input_ids: Tensor) -> Tensor:
+        model = self.model
+        past_length = 0 if self.past_key_values is None else self.past_key_values[0][0].size(-2)
+        if past_length + input_ids.size(1) > model.max_len:
+            raise ValueError(f"{past_length + input_ids.size(1)} positions, more than "
+                             f"n_positions={model.max_len}")
+        hidden_states = model.pos_encoding(model.embed(input_ids), start=past_length)
+        presents = []
+        past = self.past_key_values or (None,) * len(model.layers)
+        for block, layer_past in zip(model.layers, past, strict=True):
+            attn_output, present = self._attn(block, block.norm1(hidden_states), layer_past)
+            hidden_states = hidden_states + block.dropout(attn_output)
+            hidden_states = hidden_states + block.dropout(block.feed_forward(
+                block.norm2(hidden_states)))
+            presents.append(present)
+        self.past_key_values = tuple(presents)
+        return model.generator(model.norm(hidden_states))
+
+    def reorder(self, beam_idx: Tensor) -> None:
+        self.past_key_values = tuple(
+            tuple(past_state.index_select(0, beam_idx) for past_state in layer_past)
+            for layer_past in self.past_key_values)
+
+
 TUTORIAL_STYLE = [
     Mutant("ch02.scaled_dot_product_attention", "NumPy, divided by np.sqrt(d_k)",
            sqrt_scaled_dot_product_attention, True, note="np.sqrt(d_k)"),
@@ -666,4 +890,19 @@ TUTORIAL_STYLE = [
            False, "moved out of the beam"),
     Mutant("ch10.translate_batched", "RNN packing tutorials: longest first, pad_sequence",
            packing_style_translate_batched, True),
+    Mutant("ch11.decoder_only_block", "nanoGPT: a fused qkv c_attn and is_causal, the course's "
+           "names", NanoGptBlock, True, every_secret=True),
+    Mutant("ch11.decoder_only_block", "nanoGPT's own names: ln_1, attn, ln_2, mlp",
+           NanoGptNamedBlock, False, "ln_1 -> norm1", every_secret=True),
+    Mutant("ch11.decoder_only_block", "nanoGPT's MLP: GELU", NanoGptMlpBlock, False, "GELU",
+           every_secret=True),
+    Mutant("ch11.language_model", "nanoGPT: unscaled wte + wpe", NanoGptModel, False,
+           "sqrt(d_model)", every_secret=True),
+    Mutant("ch11.language_model", "minGPT: drop(tok_emb + pos_emb)", MinGptModel, True,
+           every_secret=True),
+    Mutant("ch11.sample", "nanoGPT's generate, Hugging Face's top-p", nanogpt_generate, True,
+           every_secret=True),
+    Mutant("ch11.sample", "llama2.c's sample_topp", llama2c_sample, True, every_secret=True),
+    Mutant("ch11.key_value_cache", "Hugging Face GPT-2: past_key_values and _reorder_cache",
+           HuggingFacePastKeyValues, True, every_secret=True),
 ]

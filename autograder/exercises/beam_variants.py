@@ -119,7 +119,8 @@ def beam_variant(
 
 @dataclass(frozen=True)
 class Bug:
-    """A known beam-search bug: its switches of :func:`beam_variant` and the hint."""
+    """A known bug: the switches of a variant (here :func:`beam_variant`) that make it, and
+    the hint that names it."""
 
     name: str
     switches: dict[str, Any]

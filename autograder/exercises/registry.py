@@ -42,6 +42,7 @@ CHAPTERS: dict[str, str] = {
     "ch08": "ch08_decoder_and_model",
     "ch09": "ch09_training",
     "ch10": "ch10_translation",
+    "ch11": "ch11_language_model",
 }
 DIFFICULTIES = ("easy", "medium", "hard")
 _ID_PATTERN = re.compile(r"^(ch\d\d)\.[a-z_][a-z0-9_]*$")

@@ -1,4 +1,4 @@
-"""The toolkit for checks of PyTorch exercises (chapters 7-10): modules, torch functions.
+"""The toolkit for checks of PyTorch exercises (chapters 7-11): modules, torch functions.
 
 A PyTorch exercise asks for an ``nn.Module`` class with the constructor signature and the
 parameter names of its reference in :mod:`transformer_ref.modules`. Its check builds both
@@ -45,6 +45,7 @@ top, and ``import autograder`` (or grading a NumPy exercise) never loads torch.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -62,6 +63,12 @@ from autograder.exercises.checking import (
     compare,
     describe,
     fail,
+)
+from autograder.exercises.layouts import (
+    adapt_state,
+    layout_mapping,
+    learner_gradient,
+    naming_advice,
 )
 
 if TYPE_CHECKING:
@@ -240,8 +247,9 @@ def load_reference_weights(reference: nn.Module, learner: nn.Module, what: str) 
         CheckFailure: missing or unexpected keys (listed, with the expected names), a parameter
             where the reference has a buffer, or parameters of other shapes.
     """
-    reference_state = reference.state_dict()
     learner_state = learner.state_dict()
+    # Other layouts of the same weights (a fused qkv projection) get them in their own names.
+    reference_state = adapt_state(reference.state_dict(), learner_state)
     learner_parameters = {name for name, _ in learner.named_parameters()}
     reference_buffers = _buffer_names(reference)
     missing = [k for k in reference_state if k not in learner_state]
@@ -265,7 +273,7 @@ def load_reference_weights(reference: nn.Module, learner: nn.Module, what: str) 
         fail(f"{what}: the grader copies the reference weights into your module with "
              f"load_state_dict, and the names do not match: {'; '.join(parts)}. Expected "
              f"{expected}: name the sub-modules and layers as in the exercise "
-             f"(e.g. self.w_q = nn.Linear(...)).")
+             f"(e.g. self.w_q = nn.Linear(...)).{naming_advice(learner_state)}")
     shapes = [f"{k}: expected {tuple(v.shape)}, got {tuple(learner_state[k].shape)}"
               for k, v in reference_state.items() if learner_state[k].shape != v.shape]
     if shapes:
@@ -318,6 +326,39 @@ def build_modules(
     except Exception as exc:
         fail(f"{what}: .double().eval() raised {type(exc).__name__}: {exc}")
     return ModulePair(reference.double().eval(), learner, what)
+
+
+@functools.cache
+def graded_model_class(base: type, builder: str, describe: Callable[[dict[str, Any]], str]
+                       ) -> type:
+    """A subclass of the course's model class ``base`` for the models the checks hand to a
+    learner's decoding or caching code (see ``builders`` of
+    :class:`autograder.exercises.registry.Exercise`).
+
+    Its instances compare equal by configuration and weights (two draws of the same
+    secret-seeded model are equal inputs), show ``describe(config)`` as their repr (readable
+    messages), and carry a recipe by which the learner's process rebuilds the same model:
+    ``builder(**config)`` with these weights. Put a model in it with
+    ``model.__class__ = graded_model_class(...)``.
+    """
+    torch = _torch()
+
+    def equal(self: Any, other: object) -> bool:
+        if type(other) is not type(self) or other.config != self.config:
+            return False
+        mine, theirs = self.state_dict(), other.state_dict()
+        return mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k])
+                                                    for k in mine)
+
+    def recipe(self: Any) -> dict[str, Any]:
+        return {"builder": builder, "args": (), "kwargs": dict(self.config),
+                "state": self.state_dict(), "dtype": next(self.parameters()).dtype,
+                "training": self.training}
+
+    return type(f"Graded{base.__name__}", (base,), {
+        "__eq__": equal, "__hash__": torch.nn.Module.__hash__,
+        "__repr__": lambda self: describe(self.config), "grading_recipe": recipe,
+        "__module__": __name__})
 
 
 # ----------------------------------------------------------------------------- comparing
@@ -476,10 +517,14 @@ def compare_forward(
 
 
 def _compare_parameter_gradients(pair: ModulePair, what: str) -> None:
-    learner_parameters = dict(pair.learner.named_parameters())
+    # Every name of a tied parameter: the learner may have tied the other way round.
+    learner_parameters = dict(pair.learner.named_parameters(remove_duplicate=False))
+    reference_state = pair.reference.state_dict()
+    mapping = layout_mapping(reference_state, pair.learner.state_dict(), reference_state)
     errors: dict[str, float] = {}
+    grads: dict[str, Tensor] = {}
     for name, parameter in pair.reference.named_parameters():
-        grad = learner_parameters[name].grad
+        grad = grads[name] = learner_gradient(name, learner_parameters, mapping)
         if grad is None:
             fail(f"{what}: parameter {name!r} received no gradient: forward does not use it "
                  f"(or uses a detached copy). Use self.{name.rsplit('.', 1)[0]} in forward.")
@@ -488,7 +533,7 @@ def _compare_parameter_gradients(pair: ModulePair, what: str) -> None:
     if bad:
         name = max(bad, key=lambda n: errors[n])
         reference_grad = dict(pair.reference.named_parameters())[name].grad
-        learner_grad = learner_parameters[name].grad
+        learner_grad = grads[name]
         others = f" ({len(bad)} of {len(errors)} parameters have wrong gradients)"
         compare_tensors(learner_grad, reference_grad,
                         f"gradient of parameter {name!r} of {what}{others}")

@@ -413,6 +413,14 @@ class RemoteCallable:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.process.invoke(self.target, args, kwargs, self.__name__)
 
+    def __getattr__(self, name: str) -> RemoteCallable:
+        """A method of a learner's object that a call returned (``cache.reorder``), called in
+        its process like the object itself."""
+        if name.startswith("_") or "handle" not in self.target or "attr" in self.target:
+            raise AttributeError(name)
+        return RemoteCallable(self.process, {**self.target, "attr": name},
+                              f"{self.__name__}.{name}")
+
     def __repr__(self) -> str:
         return f"<your {self.__name__}>"
 

@@ -114,3 +114,22 @@ def test_translation_speed_compares_batched_with_one_at_a_time(
             run["seconds"] / runs[speed.BATCHED]["seconds"])
         # Batching and the cache change the speed, never the translations.
         assert run["identical"] == 6
+
+
+def test_ship_language_model_trains_saves_and_measures_the_saved_file(
+    multi30k_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, benchmark_script,
+    keep_threads: None, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from transformer_ref.lm_training import load_language_model
+
+    monkeypatch.setenv("MULTI30K_DIR", str(multi30k_dir))
+    ship = benchmark_script("ship_language_model")
+    out = tmp_path / "lm.pt"
+    assert ship.main(["--steps", "3", "--out", str(out)]) == 0
+    model, tok, record = load_language_model(out)
+    metrics = record["metrics"]
+    assert record["step"] == 3 and [r["step"] for r in record["extra"]["reports"]] == [3]
+    assert metrics["val_loss"] > 0 and metrics["test2016_perplexity"] > 1
+    assert len(metrics["samples"]) == len(ship.PROMPTS) and tok.get_vocab_size() == 2000
+    assert model.config == {"vocab": 2000, **ship.RECIPE["model"]}
+    assert "validation loss" in capsys.readouterr().out

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import csv
 import zipfile
 from pathlib import Path
 
 import nbformat
-import numpy as np
 import pytest
 
 from autograder import grade_function
@@ -17,7 +17,6 @@ from autograder.demo.sample_class import (
     LEARNERS,
     build_class,
     compare,
-    function_name,
     read_expected,
 )
 from autograder.exercises.registry import all_exercises
@@ -75,7 +74,8 @@ def test_honest_kinds_score_as_expected_when_run_directly(sample) -> None:
         if row.kind not in HONEST_KINDS:
             continue
         nb = nbformat.read(notebook_path(out, row.learner, row.chapter), as_version=4)
-        namespace: dict = {"np": np}  # what the notebooks' setup cells import
+        namespace: dict = {}
+        exec(_setup_imports(nb), namespace)  # what the notebook's setup cell imports
         for cell in nb.cells:
             meta = cell.metadata.get("nbgrader", {})
             if cell.cell_type == "code" and meta.get("solution"):
@@ -84,9 +84,20 @@ def test_honest_kinds_score_as_expected_when_run_directly(sample) -> None:
                 except Exception as exc:  # pragma: no cover - a broken answer cell
                     pytest.fail(f"{row.learner}/{row.chapter}: {exc!r}")
         score = sum(e.points for e in all_exercises() if e.chapter == row.chapter and all(
-            grade_function(e.id, namespace.get(function_name(e.id)), hidden=h).passed
+            grade_function(e.id, namespace.get(e.defines), hidden=h).passed
             for h in (False, True)))
         assert score == row.expected_score, f"{row.learner}/{row.chapter} ({row.kind})"
+
+
+def _setup_imports(nb) -> str:
+    """The import statements of a notebook's cells without nbgrader metadata (its setup)."""
+    statements = []
+    for cell in nb.cells:
+        if cell.cell_type == "code" and not cell.metadata.get("nbgrader"):
+            tree = ast.parse(cell.source)
+            statements += [ast.unparse(node) for node in tree.body
+                           if isinstance(node, (ast.Import, ast.ImportFrom))]
+    return "\n".join(statements)
 
 
 def test_the_audit_finds_the_cheats_and_nothing_in_honest_work(sample) -> None:

@@ -268,3 +268,80 @@ def test_causality_and_padding_properties():
     check_padding_invariant(mha, lambda z: (z, z, z, mask), x, lengths, "masked attention")
     with pytest.raises(CheckFailure, match="the mask must hide padding"):
         check_padding_invariant(mha, lambda z: (z, z, z), x, lengths, "unmasked attention")
+
+
+class FusedAttention(nn.Module):
+    """Multi-head attention with one fused projection to queries, keys and values."""
+
+    def __init__(self, d_model, h, dropout=0.0, order=(0, 1, 2)):
+        super().__init__()
+        self.h, self.order = h, order
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.w_o = nn.Linear(d_model, d_model)
+
+    def forward(self, query, key, value, mask=None):
+        parts = self.qkv.weight.chunk(3), self.qkv.bias.chunk(3)
+        q, k, v = (F.linear(x, parts[0][i], parts[1][i])
+                   for x, i in zip((query, key, value), self.order, strict=True))
+        B, T, D = q.shape
+        heads = [z.view(B, -1, self.h, D // self.h).transpose(1, 2) for z in (q, k, v)]
+        out = F.scaled_dot_product_attention(*heads, attn_mask=mask)
+        return self.w_o(out.transpose(1, 2).reshape(B, T, D))
+
+
+class TorchAttention(nn.Module):
+    """torch.nn.MultiheadAttention under the course's call (in_proj_weight, out_proj)."""
+
+    def __init__(self, d_model, h, dropout=0.0):
+        super().__init__()
+        self.inner = nn.MultiheadAttention(d_model, h, batch_first=True)
+
+    def forward(self, query, key, value, mask=None):
+        return self.inner(query, key, value, need_weights=False)[0]
+
+
+def _grade_attention(learner):
+    ctx = _context(MultiHeadAttention)
+    pair = build_modules(ctx, learner, 8, 2)
+    x, y = random_tensor(ctx.rng, (2, 3, 8)), random_tensor(ctx.rng, (2, 5, 8))
+    compare_forward(ctx, pair, (x, y, y))
+
+
+def test_a_fused_qkv_projection_gets_the_same_weights_and_gradients():
+    _grade_attention(FusedAttention)
+
+
+def test_torchs_multihead_attention_layout_gets_the_same_weights_and_gradients():
+    with pytest.raises(CheckFailure, match="unexpected keys \\['inner.in_proj_weight'"):
+        _grade_attention(TorchAttention)  # one module further down: other names
+
+    class Direct(nn.MultiheadAttention):
+        def __init__(self, d_model, h, dropout=0.0):
+            super().__init__(d_model, h, batch_first=True)
+
+        def forward(self, query, key, value, mask=None):
+            return super().forward(query, key, value, need_weights=False)[0]
+
+    _grade_attention(Direct)
+
+
+def test_a_fused_projection_in_another_order_is_wrong():
+    class Swapped(FusedAttention):
+        def __init__(self, d_model, h, dropout=0.0):
+            super().__init__(d_model, h, dropout, order=(1, 0, 2))
+
+    with pytest.raises(CheckFailure, match="differ"):
+        _grade_attention(Swapped)
+
+
+def test_gpt2_names_get_the_renames():
+    class Gpt2Names(nn.Module):
+        def __init__(self, d_model, d_ff, dropout=0.1):
+            super().__init__()
+            self.c_fc, self.c_proj = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+
+        def forward(self, x):
+            return self.c_proj(torch.relu(self.c_fc(x)))
+
+    with pytest.raises(CheckFailure, match="follow GPT-2's"):
+        _grade(Gpt2Names)

@@ -41,7 +41,8 @@ def test_reference_solutions_get_full_credit(source):
 
 
 @pytest.mark.parametrize("chapter", ["ch07_pytorch_modules", "ch08_decoder_and_model",
-                                     "ch09_training", "ch10_translation"])
+                                     "ch09_training", "ch10_translation",
+                                     "ch11_language_model"])
 def test_pytorch_reference_solutions_are_verified_outside_the_kernel(chapter):
     results = verify(chapter, _source(chapter), TORCH_LIMITS)
     assert list(results) == [e.id for e in all_exercises() if e.chapter == chapter]
@@ -49,7 +50,7 @@ def test_pytorch_reference_solutions_are_verified_outside_the_kernel(chapter):
 
 
 @pytest.mark.parametrize("chapter", ["ch04_multi_head_attention", "ch07_pytorch_modules",
-                                     "ch08_decoder_and_model"])
+                                     "ch08_decoder_and_model", "ch11_language_model"])
 def test_stubs_fail_verification(chapter):
     release = nbformat.read(Course.of().release_notebook(chapter), as_version=4)
     results = verify(chapter, release, TORCH_LIMITS)

@@ -70,9 +70,24 @@ def make_object():
 
 def detached(x):
     return (x * 2).detach()
+
+
+class Counter:
+    """A callable object with state and a method, as a key/value cache is."""
+
+    def __init__(self, start):
+        self.total = start
+
+    def __call__(self, x):
+        self.total += x
+        return self.total
+
+    def reset(self, value):
+        self.total = value
 '''
 
-NAMES = ["Tied", "Pair", "in_place", "numpy_in_place", "failing", "make_object", "detached"]
+NAMES = ["Tied", "Pair", "in_place", "numpy_in_place", "failing", "make_object", "detached",
+         "Counter"]
 
 
 @pytest.fixture(scope="module")
@@ -204,3 +219,16 @@ def test_objects_that_cannot_travel_stay_in_the_learners_process(process):
 def test_the_grader_sends_values_only(process):
     with pytest.raises(WorkerFailedError, match="cannot send"):
         process.proxy("failing")(lambda: 1)
+
+
+def test_a_learners_callable_object_keeps_its_state_and_its_methods_are_reached(process):
+    counter = process.proxy("Counter")(2)
+    assert counter(3) == 5 and counter(1) == 6
+    counter.reset(10)
+    assert counter(1) == 11
+    with pytest.raises(AttributeError):
+        counter.missing(1)  # the learner's object has no such method
+    with pytest.raises(AttributeError):
+        counter._private  # noqa: B018 - private names are never looked up remotely
+    with pytest.raises(AttributeError):
+        process.proxy("failing").anything  # noqa: B018 - a named function has no methods

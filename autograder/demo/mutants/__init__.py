@@ -1,6 +1,6 @@
 """Mutants: realistic buggy implementations and valid alternatives of the graded exercises.
 
-Each chapter module (``ch01.py`` ... ``ch10.py``) defines plain functions and lists them in a
+Each chapter module (``ch01.py`` ... ``ch11.py``) defines plain functions and lists them in a
 module-level ``MUTANTS`` list::
 
     MUTANTS = [

@@ -28,7 +28,6 @@ torch is imported inside the functions, so importing this module stays torch-fre
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,6 +40,7 @@ from autograder.exercises.registry import register
 from autograder.exercises.torch_checking import (
     call_torch,
     describe_tensor,
+    graded_model_class,
     one_thread,
     randomize_parameters,
 )
@@ -67,41 +67,18 @@ BUILDING_BLOCKS = (
 )
 
 
-@functools.cache
+def _describe_model(config: dict[str, Any]) -> str:
+    return f"<model N={config['N']} d_model={config['d_model']} vocab={config['tgt_vocab']}>"
+
+
 def _graded_model_class() -> type:
-    """``GradedModel``: an ``EncoderDecoder`` with a short repr, equality by weights, and a
-    recipe that rebuilds it in the learner's process.
-
-    The short repr keeps failure messages readable; equality by configuration and weights lets
-    two draws of the same secret-seeded model compare equal.
-    """
-    import torch
-    from torch import nn
-
+    """``GradedEncoderDecoder``: an ``EncoderDecoder`` with a short repr, equality by weights,
+    and a recipe that rebuilds it with make_model in the learner's process (see
+    :func:`~autograder.exercises.torch_checking.graded_model_class`)."""
     from transformer_ref.modules import EncoderDecoder
 
-    class GradedModel(EncoderDecoder):
-        __hash__ = nn.Module.__hash__
-
-        def __eq__(self, other: object) -> bool:
-            if type(other) is not type(self) or other.config != self.config:
-                return False
-            mine, theirs = self.state_dict(), other.state_dict()
-            return mine.keys() == theirs.keys() and all(
-                torch.equal(mine[k], theirs[k]) for k in mine
-            )
-
-        def __repr__(self) -> str:
-            c = self.config
-            return f"<model N={c['N']} d_model={c['d_model']} vocab={c['tgt_vocab']}>"
-
-        def grading_recipe(self) -> dict[str, Any]:
-            """The learner's process builds the same model with make_model and these weights."""
-            return {"builder": "transformer_ref.model:make_model", "args": (),
-                    "kwargs": dict(self.config), "state": self.state_dict(),
-                    "dtype": next(self.parameters()).dtype, "training": self.training}
-
-    return GradedModel
+    return graded_model_class(EncoderDecoder, "transformer_ref.model:make_model",
+                              _describe_model)
 
 
 def _random_model(rng: np.random.Generator, vocab: int, eos_id: int, eos_bias: float) -> nn.Module:
