@@ -9,8 +9,9 @@ reads it.
 
 :func:`train_language_model` is a plain AdamW loop with a linear warm-up and a linear decay to
 zero, which reports the training loss and the validation loss as it goes.
-:func:`load_language_model` reads a saved model with its tokenizer; the small model of chapter
-11 ships with this package (:data:`SHIPPED_LM`, float16, made by
+:func:`load_language_model` reads a saved model with its tokenizer, into the course's
+``LanguageModel`` or a class of the caller's own; the small model of chapter 11 ships with this
+package (:data:`SHIPPED_LM`, float16, made by
 ``benchmarks/ship_language_model.py``).
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from copy import deepcopy
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,6 @@ from torch import Tensor, nn
 from transformer_ref.batching import bucket_by_tokens, pad_sequences
 from transformer_ref.checkpoint import load_checkpoint, save_checkpoint
 from transformer_ref.data import load_multi30k
-from transformer_ref.language_model import LanguageModel
 from transformer_ref.tokenizer import encode_batch
 from transformer_ref.vocab import BOS_ID, PAD_ID
 
@@ -197,31 +198,45 @@ def perplexity(loss: float) -> float:
     return math.exp(loss)
 
 
-def save_language_model(path: str | Path, model: LanguageModel, tok: Tokenizer, *,
+def save_language_model(path: str | Path, model: nn.Module, tok: Tokenizer, *,
                         step: int, reports: list[dict[str, Any]],
                         metrics: dict[str, Any], train_config: LMTrainConfig | None = None,
                         half: bool = True) -> Path:
-    """Save the model (in float16 unless ``half=False``), its tokenizer, the loss reports
-    and ``metrics``; :func:`load_language_model` reads it back."""
-    copy = LanguageModel(**model.config)
-    copy.load_state_dict(model.state_dict())
+    """Save ``model`` (a language model with a ``config``; in float16 unless ``half=False``),
+    its tokenizer, the loss reports and ``metrics``; :func:`load_language_model` reads it
+    back."""
+    kept = deepcopy(model).cpu()
     if half:
-        copy.half()
+        kept.half()
     extra = {"reports": reports,
              "train_config": asdict(train_config) if train_config is not None else None}
-    return save_checkpoint(path, copy, step=step, task=TASK, tokenizer=tok.to_str(),
+    return save_checkpoint(path, kept, step=step, task=TASK, tokenizer=tok.to_str(),
                            metrics=metrics, extra=extra)
 
 
-def load_language_model(path: str | Path = SHIPPED_LM, device: torch.device | str = "cpu"
-                        ) -> tuple[LanguageModel, Tokenizer, dict[str, Any]]:
+def load_language_model(path: str | Path = SHIPPED_LM, device: torch.device | str = "cpu",
+                        model_class: Callable[..., nn.Module] | None = None,
+                        ) -> tuple[nn.Module, Tokenizer, dict[str, Any]]:
     """``(model, tokenizer, checkpoint)`` of a saved language model; the model is float32, on
-    ``device``, in eval mode. The default is the model that ships with the course."""
+    ``device``, in eval mode. The default is the model that ships with the course.
+
+    Args:
+        model_class: builds the model from the saved configuration,
+            ``model_class(**checkpoint["model_config"])``, before the weights are loaded into
+            it: any class with the parameter names of
+            :class:`transformer_ref.language_model.LanguageModel` (chapter 11's notebook passes
+            the learner's own). Default: that class. It is imported only then, so that reading
+            a checkpoint into another class never loads the course's answer.
+    """
     checkpoint = load_checkpoint(path)
     if checkpoint.get("task") != TASK:
         raise ValueError(f"{path} holds a {checkpoint.get('task')!r} checkpoint, not a language "
                          f"model; save one with save_language_model")
-    model = LanguageModel(**checkpoint["model_config"])
+    if model_class is None:
+        from transformer_ref.language_model import LanguageModel
+
+        model_class = LanguageModel
+    model = model_class(**checkpoint["model_config"])
     model.load_state_dict(checkpoint["model"])
     return model.to(device).eval(), Tokenizer.from_str(checkpoint["tokenizer"]), checkpoint
 

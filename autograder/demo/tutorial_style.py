@@ -623,44 +623,83 @@ def sqrt_multi_head_attention(x_q, x_kv, W_q, W_k, W_v, W_o, num_heads, mask=Non
 
 class NanoGptSelfAttention(nn.Module):
     """nanoGPT's CausalSelfAttention: one projection ``c_attn`` to queries, keys and values,
-    split in three, heads by view and transpose, the fused kernel with ``is_causal``; the
-    adapter names its output projection w_o (nanoGPT: c_proj) and takes the course's call
-    ``(query, key, value, mask)``, of which it reads the query (a block's self-attention)."""
+    split in three, heads by view and transpose, the fused kernel with ``is_causal`` and
+    ``dropout_p`` (the attention weights), then ``c_proj`` and ``resid_dropout``: the attention
+    drops its own output, the paper's residual dropout. The adapter names the output
+    projection w_o (nanoGPT: c_proj) and takes the course's call ``(query, key, value, mask)``,
+    of which it reads the query (a block's self-attention)."""
 
     def __init__(self, d_model: int, h: int, dropout: float = 0.1) -> None:
         super().__init__()
         self.c_attn = nn.Linear(d_model, 3 * d_model)
         self.w_o = nn.Linear(d_model, d_model)
         self.attn_dropout = nn.Dropout(dropout)
+        self.resid_dropout = nn.Dropout(dropout)
         self.n_head = h
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor,
                 mask: Tensor | None = None) -> Tensor:
         x = query
         B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        q, k, v = (z.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for z in (q, k, v))
+        q, k, v = self.heads(x)
         p = self.attn_dropout.p if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
-        return self.w_o(y.transpose(1, 2).contiguous().view(B, T, C))
+        return self.resid_dropout(self.w_o(y.transpose(1, 2).contiguous().view(B, T, C)))
+
+    def heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries, keys and values ``(B, n_head, T, C // n_head)`` from ``c_attn``."""
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        return tuple(z.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+                     for z in (q, k, v))
+
+
+class MinGptSelfAttention(NanoGptSelfAttention):
+    """minGPT's CausalSelfAttention: nanoGPT's without the fused kernel, the weights written
+    out (a causal mask buffer ``bias`` there, a tril here) and dropped by ``attn_dropout``."""
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor,
+                mask: Tensor | None = None) -> Tensor:
+        B, T, C = query.size()
+        q, k, v = self.heads(query)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        causal = torch.ones(T, T, dtype=torch.bool, device=query.device).tril()
+        att = self.attn_dropout(F.softmax(att.masked_fill(~causal, float("-inf")), dim=-1))
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.w_o(y))
+
+
+class NanoGptReluMlp(MinGptMlp):
+    """nanoGPT's MLP, ``dropout(c_proj(act(c_fc(x))))``, with the course's ReLU for GELU: it
+    drops its own output, the paper's residual dropout (named w_1, w_2 here)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(self.w_2(F.relu(self.w_1(x))))
 
 
 class NanoGptBlock(nn.Module):
-    """``x + attn(ln_1(x))``, then ``x + mlp(ln_2(x))``; the adapter names the parts as the
-    course (ln_1 -> norm1, attn -> self_attn, mlp -> feed_forward, the course's ReLU FFN) and
-    keeps nanoGPT's residual dropout as the block's own ``dropout``."""
+    """nanoGPT's Block: ``x + attn(ln_1(x))``, then ``x + mlp(ln_2(x))``, no dropout of its
+    own (the attention and the MLP drop their outputs); the adapter names the parts as the
+    course (ln_1 -> norm1, attn -> self_attn, mlp -> feed_forward) and uses ReLU."""
+
+    attention = NanoGptSelfAttention
 
     def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(d_model)
-        self.self_attn = NanoGptSelfAttention(d_model, h, dropout)
+        self.self_attn = self.attention(d_model, h, dropout)
         self.norm2 = nn.LayerNorm(d_model)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.dropout = nn.Dropout(dropout)
+        self.feed_forward = NanoGptReluMlp(d_model, d_ff, dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = x + self.dropout(self.self_attn(self.norm1(x), None, None))
-        return x + self.dropout(self.feed_forward(self.norm2(x)))
+        x = x + self.self_attn(self.norm1(x), None, None)
+        return x + self.feed_forward(self.norm2(x))
+
+
+class MinGptBlock(NanoGptBlock):
+    """minGPT's Block: nanoGPT's with the attention written out."""
+
+    attention = MinGptSelfAttention
 
 
 class NanoGptNamedBlock(nn.Module):
@@ -671,16 +710,15 @@ class NanoGptNamedBlock(nn.Module):
         self.ln_1 = nn.LayerNorm(d_model)
         self.attn = NanoGptSelfAttention(d_model, h, dropout)
         self.ln_2 = nn.LayerNorm(d_model)
-        self.mlp = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.dropout = nn.Dropout(dropout)
+        self.mlp = NanoGptReluMlp(d_model, d_ff, dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = x + self.dropout(self.attn(self.ln_1(x), None, None))
-        return x + self.dropout(self.mlp(self.ln_2(x)))
+        x = x + self.attn(self.ln_1(x), None, None)
+        return x + self.mlp(self.ln_2(x))
 
 
 class NanoGptMlpBlock(NanoGptBlock):
-    """nanoGPT's MLP: c_fc, GELU, c_proj (named w_1, w_2 here)."""
+    """nanoGPT's MLP as it is: c_fc, GELU, c_proj, dropout (named w_1, w_2 here)."""
 
     def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
         super().__init__(d_model, h, d_ff, dropout)
@@ -703,7 +741,13 @@ class NanoGptModel(LanguageModelParts):
 
 
 class MinGptModel(NanoGptModel):
-    """minGPT's GPT with the course's scaled token embeddings: ``drop(tok_emb + pos_emb)``."""
+    """minGPT's GPT with the course's scaled token embeddings: ``drop(tok_emb + pos_emb)``,
+    then minGPT's blocks, whose attention and MLP drop their own outputs."""
+
+    def __init__(self, vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
+                 dropout: float = 0.1, max_len: int = 256, tie_weights: bool = True) -> None:
+        super().__init__(vocab, N, d_model, d_ff, h, dropout, max_len, tie_weights)
+        self.layers = nn.ModuleList(MinGptBlock(d_model, h, d_ff, dropout) for _ in range(N))
 
     def forward(self, idx: Tensor) -> Tensor:
         pos = torch.arange(0, idx.size(1), dtype=torch.long, device=idx.device).unsqueeze(0)
@@ -890,15 +934,18 @@ TUTORIAL_STYLE = [
            False, "moved out of the beam"),
     Mutant("ch10.translate_batched", "RNN packing tutorials: longest first, pad_sequence",
            packing_style_translate_batched, True),
-    Mutant("ch11.decoder_only_block", "nanoGPT: a fused qkv c_attn and is_causal, the course's "
-           "names", NanoGptBlock, True, every_secret=True),
+    Mutant("ch11.decoder_only_block", "nanoGPT: a fused qkv c_attn, is_causal, resid_dropout in "
+           "the attention and the MLP, the course's names", NanoGptBlock, True,
+           every_secret=True),
+    Mutant("ch11.decoder_only_block", "minGPT: the attention written out, attn_dropout and "
+           "resid_dropout", MinGptBlock, True, every_secret=True),
     Mutant("ch11.decoder_only_block", "nanoGPT's own names: ln_1, attn, ln_2, mlp",
            NanoGptNamedBlock, False, "ln_1 -> norm1", every_secret=True),
     Mutant("ch11.decoder_only_block", "nanoGPT's MLP: GELU", NanoGptMlpBlock, False, "GELU",
            every_secret=True),
     Mutant("ch11.language_model", "nanoGPT: unscaled wte + wpe", NanoGptModel, False,
            "sqrt(d_model)", every_secret=True),
-    Mutant("ch11.language_model", "minGPT: drop(tok_emb + pos_emb)", MinGptModel, True,
+    Mutant("ch11.language_model", "minGPT: drop(tok_emb + pos_emb), its blocks", MinGptModel, True,
            every_secret=True),
     Mutant("ch11.sample", "nanoGPT's generate, Hugging Face's top-p", nanogpt_generate, True,
            every_secret=True),

@@ -1,6 +1,6 @@
 """Where dropout may act, checked in training mode: what the paper requires, what is accepted,
-and what is rejected. Shared by every check of a module with dropout (chapters 7 and 8, and any
-later layer or model).
+and what is rejected. Shared by every check of a module with dropout (chapters 7, 8 and 11, and
+any later layer or model).
 
 "Attention Is All You Need" (section 5.4, "Residual Dropout") applies dropout in two places: to
 the output of each sub-layer, before it is added to the sub-layer's input and normalised, and
@@ -37,9 +37,14 @@ that masks are drawn the way the reference draws them unless it says so):
   learner's output in training mode either equals the reference's under the same seed with
   the optional places switched on or off (exactly an accepted placement, drawn as
   ``nn.Dropout`` draws), or the module's own dropout is checked with the optional sub-modules
-  in eval mode (``own``, e.g.
-  :func:`autograder.exercises.layer_variants.check_residual_dropout`), and each sub-module's
-  dropout inside on its own, with the readers above.
+  in eval mode (``own``), and each sub-module's dropout inside on its own, with the readers
+  above. A layer's own dropout (:func:`autograder.exercises.layer_variants.check_layer_dropout`)
+  is read back from a pre-LN layer's output, whatever its masks, and compared with the
+  reference's under one seed in a post-LN layer, whose norm after the add hides the masks.
+* :func:`check_model_dropout` judges a whole model the same way; its own places are compared
+  with the reference's under one seed, and a model built of the learner's own layers may
+  instead show its own dropout with every layer in eval mode and each layer dropping on its
+  own (where a layer drops is that layer's exercise to judge).
 
 torch is imported inside the functions, so importing this module stays torch-free.
 """
@@ -53,11 +58,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from autograder.exercises.checking import CheckContext, CheckFailure, fail
+from autograder.exercises.checking import CheckContext, CheckFailure, Hint, fail
 from autograder.exercises.torch_checking import (
     ModulePair,
     agrees,
     call_torch,
+    compare_tensors,
     dropout_problem,
     expect_tensor,
     manual_seed,
@@ -81,6 +87,12 @@ FEED_FORWARD_PLACE = (
 )
 IN_LAYER = (" The layer drops this sub-layer's output itself (the paper's place), so a dropout "
             "on that output here as well would drop it twice.")
+
+
+def training_dropout(rng: np.random.Generator) -> float:
+    """A dropout probability for the training-mode checks: large, so that about half of the
+    values are dropped, and rarely one a learner would have typed in (0.1, 0.5)."""
+    return round(float(rng.uniform(0.35, 0.65)), 2)
 
 
 def _seed(rng: np.random.Generator) -> int:
@@ -289,3 +301,102 @@ def _check_inside(ctx: CheckContext, pair: ModulePair, inputs: Sequence[Any], pa
                  f"Apply dropout (p={p}) there to {place}.{IN_LAYER}")
         raise
 
+
+
+def optional_sublayers(reference: nn.Module) -> list[list[str]]:
+    """The paths of every attention module and of every feed-forward network of a model: two
+    groups of places where dropout is accepted, not required."""
+    from transformer_ref.attention import MultiHeadAttention
+    from transformer_ref.sublayers import PositionwiseFeedForward
+
+    modules = list(reference.named_modules())
+    return [[name for name, m in modules if isinstance(m, kind)]
+            for kind in (MultiHeadAttention, PositionwiseFeedForward)]
+
+
+def check_model_dropout(
+    ctx: CheckContext, pair: ModulePair, inputs: Sequence[Any], p: float, what: str, *,
+    hints: Callable[[Callable[..., Tensor], Callable[..., Tensor]], list[Hint]], rule: str,
+    layers: Sequence[str] = (),
+) -> None:
+    """The dropout of a whole model: :func:`check_dropout_placement` with every attention
+    module as one optional group and every feed-forward network as another. The model's own
+    places (embeddings plus positions, every layer's sub-layer outputs) are judged with all of
+    those in eval mode: the logits under one seed equal the reference's, or, for a model built
+    of layers of the learner's own (``layers``), whose masks may be drawn in another order or
+    layout, :func:`_layers_alone` holds.
+
+    Args:
+        pair: built with dropout ``p`` and sizes the readers need (see
+            :func:`check_dropout_placement`).
+        hints: builds the hints that name a misplaced dropout from two functions of module
+            paths, each giving the reference's logits under the learner's seed: ``without``,
+            with the dropout modules at the paths in eval mode as well (a missing place), and
+            ``again``, with the modules at the paths (each with a ``dropout``) dropping their
+            output once more (dropout twice).
+        rule: the required places, for the messages.
+        layers: the paths of the model's layers, when the learner may build them itself.
+    """
+    groups = optional_sublayers(pair.reference)
+    inner = [path for group in groups for path in group]
+
+    def own() -> None:
+        try:
+            _model_own_dropout(ctx, pair, inputs, inner, what, hints)
+        except CheckFailure:
+            if not layers or not _layers_alone(ctx, pair, inputs, inner, layers, what):
+                raise
+
+    check_dropout_placement(ctx, pair, inputs, p, what, optional=groups, own=own, rule=rule)
+
+
+def _model_own_dropout(ctx: CheckContext, pair: ModulePair, inputs: Sequence[Any],
+                       inner: Sequence[str], what: str,
+                       hints: Callable[[Callable[..., Tensor], Callable[..., Tensor]],
+                                       list[Hint]]) -> None:
+    """With the modules at ``inner`` in eval mode, the logits under one seed equal the
+    reference's (see :func:`check_model_dropout` for ``hints``)."""
+    seed = _seed(ctx.rng)
+    got = training_output(pair.learner, inputs, seed, what, frozen=inner)
+
+    def without(*paths: str) -> Tensor:
+        return reference_training_output(pair.reference, inputs, seed, [*inner, *paths])
+
+    def again(*paths: str) -> Tensor:
+        handles = [pair.reference.get_submodule(path).register_forward_hook(
+            lambda module, _, output: module.dropout(output)) for path in paths]
+        try:
+            return without()
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    compare_tensors(got, without(),
+                    f"{what}: logits in training mode with every attention and feed-forward "
+                    f"module in eval mode (so only the dropout on the embeddings plus positions "
+                    f"and on the sub-layer outputs acts) and the same random seed as the "
+                    f"reference", hints=hints(without, again))
+
+
+def _layers_alone(ctx: CheckContext, pair: ModulePair, inputs: Sequence[Any],
+                  inner: Sequence[str], layers: Sequence[str], what: str) -> bool:
+    """The model's dropout judged apart from its layers' masks: with every layer in eval mode
+    the logits under one seed equal the reference's (the model's own dropout outside the
+    layers is the reference's), and each layer alone in training mode, its sub-layers in eval
+    mode, changes the logits (it drops its sub-layers' outputs; where it drops them is for the
+    layer's own exercise to judge)."""
+    import torch
+
+    seed = _seed(ctx.rng)
+    got = training_output(pair.learner, inputs, seed, what, frozen=layers)
+    if not agrees(got, reference_training_output(pair.reference, inputs, seed, layers)):
+        return False
+    with torch.no_grad():
+        calm = expect_tensor(call_torch(pair.learner, *inputs), f"output of {what}")
+    for layer in layers:
+        below = [path for path in inner if path.startswith(f"{layer}.")]
+        got = training_output(pair.learner, inputs, _seed(ctx.rng), what, frozen=below,
+                              only=[layer])
+        if torch.equal(got, calm):
+            return False
+    return True

@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from autograder.exercises.checking import CheckContext, Hint
+from autograder.exercises.checking import CheckContext, Hint, fail
 from autograder.exercises.dropout_rules import check_dropout_placement
 from autograder.exercises.torch_checking import (
+    NOT_DROPPED,
     ModulePair,
     compare_tensors,
+    dropout_problem,
     load_reference_weights,
     manual_seed,
     training_mode,
@@ -156,16 +158,18 @@ def quiet_rows(rng: np.random.Generator, shape: Sequence[int]) -> Tensor:
 
 
 @contextmanager
-def silenced(pair: ModulePair, attention: Sequence[str]) -> Iterator[None]:
-    """Within the block the attention sub-layers named in ``attention`` add nothing (their
-    output projections are zero, in both modules), so that the layer norms see the layer's
-    input itself; afterwards both modules have their weights back."""
+def silenced(pair: ModulePair, sublayers: Sequence[str]) -> Iterator[None]:
+    """Within the block the sub-layers named in ``sublayers`` add nothing: their output
+    projections (``w_o`` of an attention, ``w_2`` of a feed-forward network) are zero, in both
+    modules, so that what follows sees the input of the silenced step itself; afterwards both
+    modules have their weights back."""
     import torch
 
     state = {k: v.clone() for k, v in pair.reference.state_dict().items()}
     with torch.no_grad():
-        for name in attention:
-            projection = pair.reference.get_submodule(name).w_o
+        for name in sublayers:
+            module = pair.reference.get_submodule(name)
+            projection = module.w_o if hasattr(module, "w_o") else module.w_2
             projection.weight.zero_()
             projection.bias.zero_()
     load_reference_weights(pair.reference, pair.learner, pair.what)
@@ -248,6 +252,60 @@ def check_residual_dropout(
                     f"{where}) and the same random seed as the reference", hints=hints)
 
 
+def _residual_problem(got: Tensor, x: Tensor, out: Tensor, p: float) -> str | None:
+    """What is wrong with ``got`` as ``x + dropout(out)`` (pre-LN, one step): None when it is
+    that, for some mask."""
+    problem = dropout_problem(got - x, out, p)
+    if problem is None:
+        return None
+    scale = float(x.abs().max())
+    if bool(((got.abs() < 1e-9 * scale) & (x.abs() > 1e-3 * scale)).any()):
+        return ("entries of the residual x itself are 0: dropout acts on the sum that includes "
+                "the residual x, so x itself is dropped")
+    if problem == NOT_DROPPED:
+        return f"{problem}: the sub-layer outputs get no dropout"
+    return problem
+
+
+def check_pre_ln_residual_dropout(
+    ctx: CheckContext, pair: ModulePair, inputs: Sequence[Any], sublayers: Sequence[str],
+    steps: Callable[[nn.Module], Sequence[Step]], what: str,
+) -> None:
+    """Pre-LN: the layer's own dropout acts once on each sub-layer's output, before the residual
+    add, read back from the output whatever order and memory layout the learner's masks have.
+
+    The sub-layers stay in eval mode (only the layer's own dropout acts) and all but one are
+    silenced (:func:`silenced`: they add exactly 0), so the layer computes
+    ``x + dropout(sublayer(norm(x)))`` for that one: ``output - x`` must be its eval-mode
+    output with some values set to 0 and the others divided by 1 - p. Unlike
+    :func:`check_residual_dropout`, the masks need not be those the reference draws under the
+    same seed: torch's ``nn.MultiheadAttention`` returns a transposed view, on which one seed
+    drops other entries.
+
+    Args:
+        sublayers: the sub-layer modules, in the order of their steps in ``steps``.
+        steps: as for :func:`check_residual_dropout`.
+    """
+    import torch
+
+    x, p = inputs[0], float(pair.reference.dropout.p)
+    for index, name in enumerate(sublayers):
+        with silenced(pair, [other for other in sublayers if other != name]):
+            got = training_output(pair.learner, inputs, int(ctx.rng.integers(0, 2**31)), what,
+                                  frozen=sublayers)
+            with torch.no_grad():
+                step = steps(pair.reference)[index]
+                out = step.sublayer(step.norm(x))
+        problem = _residual_problem(got, x, out, p)
+        if problem:
+            fail(f"{what} in training mode, with {' and '.join(sublayers)} in eval mode (so "
+                 f"only the layer's own dropout acts) and every sub-layer but {name} silenced "
+                 f"(its output projection set to 0, so it adds nothing): reading the dropout on "
+                 f"{name}'s output back from output - x, {problem}. Apply the layer's dropout "
+                 f"(p={p}) once to each sub-layer's output, before it is added to x: "
+                 f"{residual_words(True)}.")
+
+
 def check_layer_dropout(
     ctx: CheckContext, pair: ModulePair, inputs: Sequence[Any], sublayers: Sequence[str],
     steps: Callable[[nn.Module], Sequence[Step]], norm_first: bool, p: float, what: str,
@@ -257,18 +315,28 @@ def check_layer_dropout(
     sub-layers (attention weights, feed-forward hidden activations); see
     :mod:`autograder.exercises.dropout_rules` for the whole rule and how it is checked.
 
+    The layer's own dropout is judged with the sub-layers in eval mode: a pre-LN layer's is
+    read back from its output (:func:`check_pre_ln_residual_dropout`, any order and layout of
+    masks); a post-LN layer's output is normalised after the add, which hides the masks, so it
+    must draw the masks the reference draws under the same seed
+    (:func:`check_residual_dropout`), as every ``nn.Dropout`` on a sub-layer's output does.
+
     Args:
         pair: built with dropout ``p`` and sizes the readers need (attention heads of width
             >= 3, ``d_ff < d_model``).
-        sublayers: the names of the sub-layer modules, e.g. ``("self_attn", "feed_forward")``.
+        sublayers: the names of the sub-layer modules in the order of their steps, e.g.
+            ``("self_attn", "feed_forward")``.
         steps, norm_first: as for :func:`check_residual_dropout`.
     """
+    def own() -> None:
+        if norm_first:
+            check_pre_ln_residual_dropout(ctx, pair, inputs, sublayers, steps, what)
+        else:
+            check_residual_dropout(ctx, pair, inputs, sublayers, steps, False, what)
+
     rule = (f"The paper drops each sub-layer's output before the residual add, "
             f"{residual_words(norm_first)}: pass the dropout argument on to nn.Dropout and "
             f"apply it there (dropout on the attention weights and on the feed-forward "
             f"network's hidden activations is allowed as well, not required).")
-    check_dropout_placement(
-        ctx, pair, inputs, p, what, optional=[[name] for name in sublayers],
-        own=lambda: check_residual_dropout(ctx, pair, inputs, sublayers, steps, norm_first,
-                                           what),
-        rule=rule)
+    check_dropout_placement(ctx, pair, inputs, p, what, optional=[[name] for name in sublayers],
+                            own=own, rule=rule)

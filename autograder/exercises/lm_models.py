@@ -1,10 +1,12 @@
-"""What the sampling check hands to a learner's ``sample``: a language model whose next-token
-logits come from a table, and a seeded random generator (see ``builders`` of
-:class:`autograder.exercises.registry.Exercise`).
+"""What the chapter 11 checks hand to a learner's code: for ``sample``, a language model whose
+next-token logits come from a table and a seeded random generator; for ``KeyValueCache``, the
+parts of a language model (see ``builders`` of :class:`autograder.exercises.registry.Exercise`).
 
-The learner's code runs in its own process, so both are built there too, from the settings
-the grader sends (their ``grading_recipe``). This module is therefore loaded by that process
-as well: it imports only torch.
+The learner's code runs in its own process (in a class, its own kernel), so these are built
+there too, from the settings the grader sends (their ``grading_recipe``). This module is
+therefore loaded by that process as well, and is part of a class's view while chapter 11 is
+open: it imports only torch at the top, and nothing here computes a language model's forward
+pass, which is the answer to an exercise of that chapter.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 
 class TableLM:
@@ -113,3 +115,42 @@ class SeededGenerator(torch.Generator):
 
     def __repr__(self) -> str:
         return f"<torch.Generator seeded with {self.seed_value}>"
+
+
+class PartsOnlyLanguageModel(nn.Module):
+    """The parts of chapter 11's ``LanguageModel`` under the exercise's names, without its
+    forward pass: what the key/value cache check builds in the learner's process (its
+    ``grading_recipe`` is that of the grader's model, whose weights it loads).
+
+    ``embed``, ``pos_encoding`` (learned positions), ``layers`` (``N`` pre-LN blocks with
+    ``self_attn``, ``feed_forward``, ``norm1``, ``norm2`` and ``dropout``: chapter 7's encoder
+    layer, which with a causal mask computes a decoder-only block), ``norm``, ``generator``
+    (tied to ``embed`` if ``tie_weights``), ``max_len`` and ``config``. A cache computes the
+    logits from these parts; calling the model itself raises ``TypeError``.
+    """
+
+    def __init__(self, vocab: int, N: int, d_model: int, d_ff: int, h: int, dropout: float,
+                 max_len: int, tie_weights: bool) -> None:
+        from transformer_ref.embeddings import Embeddings
+        from transformer_ref.encoder_layer import EncoderLayer
+        from transformer_ref.generator import Generator
+        from transformer_ref.learned_positional import LearnedPositionalEncoding
+
+        super().__init__()
+        self.embed = Embeddings(vocab, d_model)
+        self.pos_encoding = LearnedPositionalEncoding(d_model, dropout, max_len)
+        self.layers = nn.ModuleList(EncoderLayer(d_model, h, d_ff, dropout, norm_first=True)
+                                    for _ in range(N))
+        self.norm = nn.LayerNorm(d_model)
+        self.generator = Generator(d_model, vocab)
+        self.max_len = max_len
+        self.config = dict(vocab=vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=dropout,
+                           max_len=max_len, tie_weights=tie_weights)
+        if tie_weights:
+            self.generator.proj.weight = self.embed.lut.weight
+
+    def forward(self, ids: Tensor) -> Tensor:
+        raise TypeError("the key/value cache check gives your KeyValueCache the parts of a "
+                        "language model, not its forward pass: compute the logits from "
+                        "model.embed, model.pos_encoding, model.layers, model.norm and "
+                        "model.generator, as the exercise describes")

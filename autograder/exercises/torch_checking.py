@@ -585,17 +585,17 @@ def training_mode(module: nn.Module, frozen: Sequence[str] = (),
                   only: Sequence[str] | None = None) -> Iterator[None]:
     """Within the block ``module`` is in training mode except its sub-modules named in
     ``frozen`` (e.g. ``"self_attn"``), which stay in eval mode; or, given ``only``, just the
-    sub-modules named there are in training mode and all else is in eval mode. Afterwards all
-    is in eval mode."""
+    sub-modules named there are in training mode (except those in ``frozen`` below them) and
+    all else is in eval mode. Afterwards all is in eval mode."""
     try:
         if only is None:
             module.train()
-            for name in frozen:
-                module.get_submodule(name).eval()
         else:
             module.eval()
             for name in only:
                 module.get_submodule(name).train()
+        for name in frozen:
+            module.get_submodule(name).eval()
         yield
     finally:
         module.eval()

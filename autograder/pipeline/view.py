@@ -6,7 +6,8 @@ learner's JupyterLab, terminals and kernels see the folder that :func:`refresh_v
 It holds only what the released chapters need to run:
 
 * the building blocks their notebooks import, and what those import (one selection with the
-  grader's allow-lists: :mod:`autograder.exercises.reach`);
+  grader's allow-lists: :mod:`autograder.exercises.reach`), with the data files installed in
+  their packages (:func:`package_data`);
 * the learner-facing part of ``autograder``: ``check`` (which asks the class's checking
   service, :mod:`autograder.hub.checking`, for the visible checks), the self-check, the
   pytest plugin and the Jupyter configuration layers.
@@ -30,6 +31,8 @@ import json
 import os
 import shutil
 import tempfile
+import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -173,6 +176,8 @@ def write_view(view: View, folder: Path) -> bool:
             _stage(staged, module, module_file(module).read_bytes())
         for module, ids in view.hidden.items():
             _stage(staged, module, _stub(module, ids).encode())
+        for relative, path in package_data(view.modules).items():
+            _write(staged / relative, path.read_bytes())
         for data in LEARNER_DATA:
             source = ROOT / data
             if source.is_dir():
@@ -184,6 +189,28 @@ def write_view(view: View, folder: Path) -> bool:
             {"hidden": {m: list(ids) for m, ids in sorted(view.hidden.items())}},
             indent=1).encode())
         return _synchronise(staged, folder)
+
+
+def package_data(modules: Iterable[str], root: Path = ROOT) -> dict[str, Path]:
+    """The data files an installation of the course keeps in the packages among ``modules``
+    (``[tool.setuptools.package-data]`` of its ``pyproject.toml``, such as the language model
+    chapter 11 loads): path in the view -> the file."""
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file():
+        return {}
+    settings = tomllib.loads(pyproject.read_text()).get("tool", {}).get("setuptools", {})
+    found: dict[str, Path] = {}
+    held = set(modules)
+    for package, patterns in settings.get("package-data", {}).items():
+        if package not in held:
+            continue
+        folder = module_file(package).parent
+        for pattern in patterns:
+            for path in sorted(folder.glob(pattern)):
+                if path.is_file():
+                    relative = Path(*package.split(".")) / path.relative_to(folder)
+                    found[relative.as_posix()] = path
+    return found
 
 
 def _stage(staged: Path, module: str, text: bytes) -> None:

@@ -123,9 +123,7 @@ class BlockExplicit(_Block):
 
 class BlockNnMultiheadAttention(nn.Module):
     """Valid: torch's own nn.MultiheadAttention (fused in_proj, out_proj, True = masked);
-    its dropout acts on the attention weights, as the course's does. (Its output is a
-    transposed view: the shared residual-dropout check draws the same masks as the
-    reference's only for some head counts, so it is graded with the default secret only.)"""
+    its dropout acts on the attention weights, as the course's does."""
 
     def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
         super().__init__()
@@ -139,6 +137,68 @@ class BlockNnMultiheadAttention(nn.Module):
         y = self.norm1(x)
         attended, _ = self.self_attn(y, y, y, attn_mask=future, need_weights=False)
         x = x + self.dropout(attended)
+        return x + self.dropout(self.feed_forward(self.norm2(x)))
+
+
+class BlockNnMultiheadAttentionFloatMask(BlockNnMultiheadAttention):
+    """Valid: nn.MultiheadAttention with the float mask of
+    nn.Transformer.generate_square_subsequent_mask (-inf above the diagonal). Such a mask keeps
+    it off its fused path, so its output is a transposed view, on which one seed drops other
+    entries than the reference's dropout does: only where dropout acts matters."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        mask = nn.Transformer.generate_square_subsequent_mask(x.size(1), dtype=x.dtype)
+        y = self.norm1(x)
+        attended, _ = self.self_attn(y, y, y, attn_mask=mask)
+        x = x + self.dropout(attended)
+        return x + self.dropout(self.feed_forward(self.norm2(x)))
+
+
+class BlockDropoutTwice(_Block):
+    """Drops each sub-layer's output twice."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.dropout(self.dropout(self.attend(self.norm1(x), self.causal(x))))
+        return x + self.dropout(self.dropout(self.feed_forward(self.norm2(x))))
+
+
+class BlockRateTypedIn(_Block):
+    """F.dropout with the paper's p = 0.1 typed in instead of the dropout argument."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.attend(self.norm1(x), self.causal(x))
+        x = x + F.dropout(h, 0.1, self.training)
+        return x + F.dropout(self.feed_forward(self.norm2(x)), 0.1, self.training)
+
+
+class _FeedForwardDroppingOutput(PositionwiseFeedForward):
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(super().forward(x))
+
+
+class BlockFeedForwardDropsItsOutput(_Block):
+    """A feed-forward network that drops its own output (as minGPT's MLP does), in a block
+    that drops it again: twice on one tensor."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__(d_model, h, d_ff, dropout)
+        self.feed_forward = _FeedForwardDroppingOutput(d_model, d_ff, dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.dropout(self.attend(self.norm1(x), self.causal(x)))
+        return x + self.dropout(self.feed_forward(self.norm2(x)))
+
+
+class BlockPaperDropoutOnly(_Block):
+    """Valid: the paper's dropout only: none inside the attention and the FFN."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__(d_model, h, d_ff, dropout)
+        self.self_attn = MultiHeadAttention(d_model, h)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, 0.0)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.dropout(self.attend(self.norm1(x), self.causal(x)))
         return x + self.dropout(self.feed_forward(self.norm2(x)))
 
 
@@ -212,6 +272,36 @@ class ModelWithoutMaxLen(LanguageModelParts):
                  dropout: float = 0.1, max_len: int = 256, tie_weights: bool = True) -> None:
         super().__init__(vocab, N, d_model, d_ff, h, dropout, max_len, tie_weights)
         del self.max_len
+
+
+class ModelBlocksWithoutDropout(LanguageModelParts):
+    """Builds the blocks with dropout 0: only embeddings + positions are dropped."""
+
+    def __init__(self, vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
+                 dropout: float = 0.1, max_len: int = 256, tie_weights: bool = True) -> None:
+        super().__init__(vocab, N, d_model, d_ff, h, dropout, max_len, tie_weights)
+        self.layers = nn.ModuleList(DecoderOnlyBlock(d_model, h, d_ff, 0.0) for _ in range(N))
+
+
+class ModelNoPositionalDropout(LanguageModelParts):
+    """Builds the position table with dropout 0: embeddings + positions are never dropped."""
+
+    def __init__(self, vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
+                 dropout: float = 0.1, max_len: int = 256, tie_weights: bool = True) -> None:
+        super().__init__(vocab, N, d_model, d_ff, h, dropout, max_len, tie_weights)
+        self.pos_encoding = LearnedPositionalEncoding(d_model, 0.0, max_len)
+
+
+class ModelPaperDropoutOnly(LanguageModelParts):
+    """Valid: blocks with the paper's dropout only (none inside attention and FFN)."""
+
+    def __init__(self, vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
+                 dropout: float = 0.1, max_len: int = 256, tie_weights: bool = True) -> None:
+        super().__init__(vocab, N, d_model, d_ff, h, dropout, max_len, tie_weights)
+        self.layers = nn.ModuleList(BlockPaperDropoutOnly(d_model, h, d_ff, dropout)
+                                    for _ in range(N))
+        if tie_weights:
+            self.generator.proj.weight = self.embed.lut.weight
 
 
 class ModelSequential(nn.Module):
@@ -502,19 +592,35 @@ MUTANTS = [
            "the sub-layer outputs get no dropout", every_secret=True),
     Mutant(BLOCK, "dropout on the sum", BlockDropoutOnSum, False, "includes the residual x",
            every_secret=True),
+    Mutant(BLOCK, "dropout twice on the sub-layer outputs", BlockDropoutTwice, False,
+           "dropout acts twice", every_secret=True),
+    Mutant(BLOCK, "feed-forward output dropped by the network and the block",
+           BlockFeedForwardDropsItsOutput, False, "would drop it twice", every_secret=True),
+    Mutant(BLOCK, "F.dropout with p typed in", BlockRateTypedIn, False, "as for dropout p = 0.1",
+           every_secret=True),
     Mutant(BLOCK, "arange mask, F.dropout", BlockExplicit, True, every_secret=True),
-    Mutant(BLOCK, "torch's nn.MultiheadAttention", BlockNnMultiheadAttention, True),
+    Mutant(BLOCK, "the paper's dropout only", BlockPaperDropoutOnly, True, every_secret=True),
+    Mutant(BLOCK, "torch's nn.MultiheadAttention", BlockNnMultiheadAttention, True,
+           every_secret=True),
+    Mutant(BLOCK, "nn.MultiheadAttention with a float mask", BlockNnMultiheadAttentionFloatMask,
+           True, every_secret=True),
     Mutant(MODEL, "no final norm", ModelNoFinalNorm, False, "final LayerNorm", every_secret=True),
     Mutant(MODEL, "unscaled embeddings", ModelUnscaledEmbeddings, False, "sqrt(d_model)",
            every_secret=True),
     Mutant(MODEL, "softmax output", ModelSoftmax, False, "raw logits"),
     Mutant(MODEL, "never tied", ModelNeverTied, False, "tie_weights=True"),
     Mutant(MODEL, "dropout twice on the input", ModelDropoutTwice, False,
-           "dropout acts elsewhere", every_secret=True),
+           "dropout acts twice on the sums of the embeddings and the positions",
+           every_secret=True),
+    Mutant(MODEL, "blocks without dropout", ModelBlocksWithoutDropout, False,
+           "the sub-layer outputs get no dropout", every_secret=True),
+    Mutant(MODEL, "positions without dropout", ModelNoPositionalDropout, False,
+           "the sums of the embeddings and the positions get no dropout", every_secret=True),
     Mutant(MODEL, "max_len not kept", ModelWithoutMaxLen, False, "self.max_len"),
     Mutant(MODEL, "nn.Sequential, tied the other way, positions by hand", ModelSequential, True,
            every_secret=True),
     Mutant(MODEL, "its own blocks", ModelOwnBlocks, True),
+    Mutant(MODEL, "the paper's dropout only", ModelPaperDropoutOnly, True, every_secret=True),
     Mutant(SAMPLE, "temperature after the softmax", sample_temperature_after_softmax, False,
            "before the softmax", every_secret=True),
     Mutant(SAMPLE, "temperature multiplied", sample_temperature_multiplied, False,

@@ -23,7 +23,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autograder.exercises.checking import CheckContext, Hint, fail
-from autograder.exercises.dropout_rules import check_attention_dropout, check_feed_forward_dropout
+from autograder.exercises.dropout_rules import (
+    check_attention_dropout,
+    check_feed_forward_dropout,
+    training_dropout,
+)
 from autograder.exercises.layer_variants import (
     Step,
     check_layer_dropout,
@@ -75,12 +79,6 @@ MODULE_BLOCKS = (
 def _dropout(rng: np.random.Generator) -> float:
     """A dropout probability the module must ignore in eval mode (rounded: readable messages)."""
     return round(float(rng.uniform(0.1, 0.3)), 3)
-
-
-def _training_dropout(rng: np.random.Generator) -> float:
-    """A dropout probability for the training-mode checks: large, so that about half of the
-    values are dropped, and rarely one a learner would have typed in (0.1, 0.5)."""
-    return round(float(rng.uniform(0.35, 0.65)), 2)
 
 
 def _seed(rng: np.random.Generator) -> int:
@@ -227,7 +225,7 @@ def _check_attention_dropout(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     :func:`~autograder.exercises.dropout_rules.check_attention_dropout`)."""
     rng = ctx.rng
     h, d_k = 2, int(rng.integers(5, 8))
-    p = _training_dropout(rng)
+    p = training_dropout(rng)
     pair = build_modules(ctx, fn, h * d_k, h, p)
     expect_dropout_probability(pair.learner, p, pair.what, "self.dropout")
     check_attention_dropout(pair.learner, pair.reference, rng, p, pair.what)
@@ -286,7 +284,7 @@ def _check_ffn_dropout(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     rng = ctx.rng
     d_model = 2 * int(rng.integers(5, 8))
     d_ff = int(rng.integers(3, d_model // 2 + 1))
-    p = _training_dropout(rng)
+    p = training_dropout(rng)
     pair = build_modules(ctx, fn, d_model, d_ff, p)
     expect_dropout_probability(pair.learner, p, pair.what, "self.dropout")
     check_feed_forward_dropout(pair.learner, pair.reference, rng, p, pair.what)
@@ -346,7 +344,7 @@ def _check_positional_dropout(ctx: CheckContext, fn: Callable[..., Any]) -> None
     (x + pe) / (1 - p)."""
     rng = ctx.rng
     d_model, length = 2 * int(rng.integers(3, 7)), int(rng.integers(6, 12))
-    p = _training_dropout(rng)
+    p = training_dropout(rng)
     pair = build_modules(ctx, fn, d_model, p, length + int(rng.integers(0, 10)))
     x = random_tensor(rng, (3, length, d_model))
     got = training_output(pair.learner, (x,), _seed(rng), pair.what)
@@ -452,7 +450,7 @@ def _check_encoder_dropout(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     rng = ctx.rng
     h, d_k = 2, int(rng.integers(5, 8))
     d_ff = int(rng.integers(3, h * d_k // 2 + 1))
-    p = _training_dropout(rng)
+    p = training_dropout(rng)
     pair = build_modules(ctx, fn, h * d_k, h, d_ff, p)
     expect_dropout_probability(pair.learner, p, pair.what,
                                "self_attn, feed_forward and self.dropout")

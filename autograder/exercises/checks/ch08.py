@@ -33,7 +33,7 @@ from autograder.exercises.checking import (
     expect_raises,
     fail,
 )
-from autograder.exercises.dropout_rules import check_dropout_placement, reference_training_output
+from autograder.exercises.dropout_rules import check_model_dropout, training_dropout
 from autograder.exercises.layer_variants import (
     Step,
     check_layer_dropout,
@@ -44,7 +44,6 @@ from autograder.exercises.layer_variants import (
 )
 from autograder.exercises.registry import register
 from autograder.exercises.torch_checking import (
-    ModulePair,
     build_modules,
     call_torch,
     check_causal,
@@ -58,7 +57,6 @@ from autograder.exercises.torch_checking import (
     manual_seed,
     padding_lengths,
     random_tensor,
-    training_output,
 )
 
 if TYPE_CHECKING:
@@ -99,12 +97,6 @@ SUBLAYERS = ("self_attn", "cross_attn", "feed_forward")
 def _dropout(rng: np.random.Generator) -> float:
     """A dropout probability away from 0.1 (rounded: readable messages)."""
     return round(float(rng.uniform(0.15, 0.3)), 3)
-
-
-def _training_dropout(rng: np.random.Generator) -> float:
-    """A dropout probability for the training-mode checks: large, so that about half of the
-    values are dropped, and rarely one a learner would have typed in (0.1, 0.5)."""
-    return round(float(rng.uniform(0.35, 0.65)), 2)
 
 
 def _heads(rng: np.random.Generator) -> tuple[int, int]:
@@ -492,7 +484,7 @@ def _check_decoder_dropout(ctx: CheckContext, fn: Callable[..., Any], norm_first
     rng = ctx.rng
     h, d_k = 2, 2 * int(rng.integers(2, 4))
     d_ff = int(rng.integers(3, h * d_k // 2 + 1))
-    p = _training_dropout(rng)
+    p = training_dropout(rng)
     pair = build_modules(ctx, fn, h * d_k, h, d_ff, p, norm_first)
     expect_dropout_probability(pair.learner, p, pair.what, LAYER_DROPOUT_PARTS)
     batch, t = int(rng.integers(2, 4)), int(rng.integers(3, 7))
@@ -735,48 +727,29 @@ MODEL_DROPOUT_RULE = (
 def _check_model_dropout(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Training mode, on a model whose attention and feed-forward modules let their dropout
     be read back (one layer each side, two heads of width 4 or 6, ``d_ff < d_model``): the
-    rules of :func:`~autograder.exercises.dropout_rules.check_dropout_placement`, with the
-    model's own places (embeddings plus positions, the layers' sub-layer outputs) checked
-    with every attention and feed-forward module in eval mode."""
-    from transformer_ref.attention import MultiHeadAttention
-    from transformer_ref.sublayers import PositionwiseFeedForward
-
+    rules of :func:`~autograder.exercises.dropout_rules.check_model_dropout`."""
     rng = ctx.rng
     d_k = 2 * int(rng.integers(2, 4))
     tgt_vocab = int(rng.integers(30, 60))
     config = dict(src_vocab=tgt_vocab + int(rng.integers(3, 20)), tgt_vocab=tgt_vocab, N=1,
                   d_model=2 * d_k, d_ff=int(rng.integers(3, d_k + 1)), h=2,
-                  dropout=_training_dropout(rng), norm_first=bool(rng.integers(0, 2)),
+                  dropout=training_dropout(rng), norm_first=bool(rng.integers(0, 2)),
                   share_embeddings=False, tie_weights=False, max_len=64)
     pair = build_modules(ctx, fn, **config)
     inputs = _model_inputs(rng, config)
     what = (f"{_config_words(config)} applied to src {tuple(inputs[0].shape)}, tgt_in "
             f"{tuple(inputs[1].shape)} and their masks")
-    modules = list(pair.reference.named_modules())
-    attentions = [name for name, m in modules if isinstance(m, MultiHeadAttention)]
-    networks = [name for name, m in modules if isinstance(m, PositionwiseFeedForward)]
-    check_dropout_placement(
-        ctx, pair, inputs, config["dropout"], what, optional=[attentions, networks],
-        own=lambda: _check_model_own_dropout(ctx, pair, inputs, attentions + networks, what),
-        rule=MODEL_DROPOUT_RULE)
+    check_model_dropout(ctx, pair, inputs, config["dropout"], what,
+                        hints=lambda without, _: _model_dropout_hints(pair.reference, without),
+                        rule=MODEL_DROPOUT_RULE)
 
 
-def _check_model_own_dropout(ctx: CheckContext, pair: ModulePair, inputs: tuple[Tensor, ...],
-                             inner: list[str], what: str) -> None:
-    """With every attention and feed-forward module in eval mode (``inner``), the learner's
-    logits in training mode equal the reference's under one seed: dropout on the embeddings
-    plus positions, then on each sub-layer's output, in the model's order. Hints name a
-    missing place."""
-    seed = int(ctx.rng.integers(0, 2**31))
-    got = training_output(pair.learner, inputs, seed, what, frozen=inner)
-    reference = pair.reference
+def _model_dropout_hints(reference: nn.Module, without: Callable[..., Tensor]) -> list[Hint]:
+    """A model's missing dropout places (``without``: see
+    :func:`~autograder.exercises.dropout_rules.check_model_dropout`)."""
     layers = [name for name, _ in reference.named_modules()
               if re.fullmatch(r"(encoder|decoder)\.layers\.\d+\.dropout", name)]
-
-    def without(*paths: str) -> Tensor:
-        return reference_training_output(reference, inputs, seed, [*inner, *paths])
-
-    hints = [
+    return [
         Hint("the sums of the embeddings and the positional encodings get no dropout: "
              "PositionalEncoding drops x + pe (the paper's place), so pass it the dropout "
              "argument.", without("pos_encoding")),
@@ -787,8 +760,3 @@ def _check_model_own_dropout(ctx: CheckContext, pair: ModulePair, inputs: tuple[
              "get dropout: pass the dropout argument on to PositionalEncoding, Encoder and "
              "Decoder.", without("pos_encoding", *layers)),
     ]
-    compare_tensors(got, without(), f"{what}: logits in training mode with every attention and "
-                                    f"feed-forward module in eval mode (so only the dropout on "
-                                    f"the embeddings plus positions and on the sub-layer outputs "
-                                    f"acts) and the same random seed as the reference",
-                    hints=hints)
