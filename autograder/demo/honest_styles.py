@@ -45,12 +45,14 @@ from transformer_ref.vocab import BOS_ID, EOS_ID
 
 @dataclass(frozen=True)
 class Honest:
-    """One honest answer: the exercise, who wrote it, how, and the function or class."""
+    """One honest answer: the exercise, who wrote it, how, and the function or class (after
+    ``helpers``, the definitions its cell holds before it: name and function)."""
 
     exercise: str
     learner: str
     style: str
     answer: Any
+    helpers: tuple[tuple[str, Any], ...] = ()
 
     @property
     def id(self) -> str:
@@ -58,12 +60,17 @@ class Honest:
 
 
 def honest_source(entry: Honest) -> str:
-    """The answer's source, its definition renamed to the exercise's name."""
+    """The answer's cell: its helpers, then its definition, each renamed (the answer to the
+    exercise's name)."""
     from autograder.exercises.registry import get_exercise
 
-    tree = ast.parse(textwrap.dedent(inspect.getsource(entry.answer)))
-    tree.body[0].name = get_exercise(entry.exercise).defines
-    return ast.unparse(tree) + "\n"
+    parts = []
+    for name, definition in (*entry.helpers, (get_exercise(entry.exercise).defines,
+                                              entry.answer)):
+        tree = ast.parse(textwrap.dedent(inspect.getsource(definition)))
+        tree.body[0].name = name
+        parts.append(ast.unparse(tree) + "\n")
+    return "\n\n".join(parts)
 
 
 # --- chapter 2 and 4 (NumPy), following the hints -------------------------------------------
@@ -399,7 +406,15 @@ _LITERAL = [
     ("ch09.label_smoothing_loss", "literal-a", literal.LabelSmoothingLossLiteralA),
     ("ch09.noam_rate", "literal-a", literal.noam_rate_literal_a),
     ("ch10.translate_batched", "literal-a", literal.translate_batched_literal_a),
+    ("ch11.decoder_only_block", "literal-a", literal.DecoderOnlyBlockLiteralA),
+    ("ch11.decoder_only_block", "literal-b", literal.DecoderOnlyBlockLiteralB),
+    ("ch11.language_model", "literal-a", literal.LanguageModelLiteralA),
+    ("ch11.sample", "literal-a", literal.sample_literal_a),
+    ("ch11.key_value_cache", "literal-a", literal.KeyValueCacheLiteralA),
 ]
+# Definitions a literal answer's cell holds before it (the sampler's cell: pick_next, then
+# sample).
+_HELPERS = {literal.sample_literal_a: (("pick_next", literal.pick_next_literal_a),)}
 
 HONEST = [
     Honest("ch02.scaled_dot_product_attention", "hint-a", "the notebook's four steps",
@@ -427,5 +442,6 @@ HONEST = [
     Honest("ch09.greedy_decode", "hint-b", "a list per sentence", greedy_decode_hint_b),
     Honest("ch09.greedy_decode", "annotated", "the Annotated Transformer's loop, batched",
            greedy_decode_annotated),
-] + [Honest(exercise, learner, "the exercise's text, line by line", answer)
+] + [Honest(exercise, learner, "the exercise's text, line by line", answer,
+            _HELPERS.get(answer, ()))
      for exercise, learner, answer in _LITERAL]

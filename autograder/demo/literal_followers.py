@@ -2,7 +2,8 @@
 
 Where a notebook's exercise text names every attribute, every call and the order of the steps
 (chapter 7's module constructors and residual steps, chapter 8's ``DecoderLayer`` with the
-``residual`` helper, chapter 2's four steps of attention), a learner who follows it to the
+``residual`` helper, chapter 2's four steps of attention, chapter 11's block, model, sampler and
+cache), a learner who follows it to the
 letter writes the course's own answer, often token for token once names are set aside. These
 learners (``literal-a``, and ``literal-b`` for a second reading of the same text) write each
 exercise from its text: they use the names and calls the text gives and differ only where it
@@ -29,6 +30,8 @@ import transformer_ref.modules as ref
 from transformer_ref.basic_masks import subsequent_mask
 from transformer_ref.batching import pad_sequences
 from transformer_ref.decoding import greedy_decode
+from transformer_ref.encoder_layer import EncoderLayer
+from transformer_ref.learned_positional import LearnedPositionalEncoding
 from transformer_ref.masks import make_src_mask
 from transformer_ref.modules import (
     Decoder,
@@ -369,3 +372,139 @@ def translate_batched_literal_a(model, sources, max_len, batch_size=32, pad_id=P
         for i, out in zip(batch, outputs):  # noqa: B905 (as the learner wrote it)
             results[i] = out
     return results
+
+
+# --- chapter 11 -------------------------------------------------------------------------------
+
+
+class DecoderOnlyBlockLiteralA(nn.Module):
+    def __init__(self, d_model, h, d_ff, dropout=0.1):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, h, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        T = x.size(1)
+        mask = subsequent_mask(T, device=x.device)
+        x = residual(x, lambda y: self.self_attn(y, y, y, mask), self.norm1, self.dropout,
+                     norm_first=True)
+        x = residual(x, self.feed_forward, self.norm2, self.dropout, norm_first=True)
+        return x
+
+
+class DecoderOnlyBlockLiteralB(nn.Module):
+    def __init__(self, d_model, h, d_ff, dropout=0.1):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, h, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        mask = subsequent_mask(x.size(1), device=x.device)
+        y = self.norm1(x)
+        x = x + self.dropout(self.self_attn(y, y, y, mask))
+        x = x + self.dropout(self.feed_forward(self.norm2(x)))
+        return x
+
+
+class LanguageModelLiteralA(nn.Module):
+    def __init__(self, vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1, max_len=256,
+                 tie_weights=True):
+        super().__init__()
+        self.embed = Embeddings(vocab, d_model)
+        self.pos_encoding = LearnedPositionalEncoding(d_model, dropout, max_len)
+        self.layers = nn.ModuleList(
+            [EncoderLayer(d_model, h, d_ff, dropout, norm_first=True) for _ in range(N)])
+        self.norm = nn.LayerNorm(d_model)
+        self.generator = Generator(d_model, vocab)
+        self.max_len = max_len
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        if tie_weights:
+            self.generator.proj.weight = self.embed.lut.weight
+
+    def forward(self, ids):
+        T = ids.size(1)
+        mask = subsequent_mask(T, device=ids.device)
+        x = self.embed(ids)
+        x = self.pos_encoding(x)
+        for layer in self.layers:
+            x = layer(x, mask)
+        x = self.norm(x)
+        return self.generator(x)
+
+
+def pick_next_literal_a(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    logits = logits / temperature
+    if top_k is not None:
+        threshold = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < threshold, float("-inf"))
+    if top_p is not None:
+        probs = torch.softmax(logits, dim=-1)
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        before = sorted_probs.cumsum(dim=-1) - sorted_probs
+        remove = torch.zeros_like(before, dtype=torch.bool)
+        remove.scatter_(-1, order, before >= top_p)
+        logits = logits.masked_fill(remove, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)
+
+
+# The cell of the sampling exercise defines pick_next first, and sample calls it by that name.
+pick_next = pick_next_literal_a
+
+
+@torch.no_grad()
+def sample_literal_a(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None,
+                     top_p=None, generator=None):
+    ids = prompt_ids
+    for _ in range(max_new_tokens):
+        context = ids[:, -model.max_len:]
+        logits = model(context)[:, -1, :]
+        next_id = pick_next(logits, temperature, top_k, top_p, generator)
+        ids = torch.cat([ids, next_id], dim=1)
+    return ids
+
+
+class KeyValueCacheLiteralA:
+    def __init__(self, model):
+        self.model = model
+        self.keys = [None] * len(model.layers)
+        self.values = [None] * len(model.layers)
+        self.length = 0
+
+    def __call__(self, ids):
+        model = self.model
+        B, t = ids.shape
+        x = model.pos_encoding(model.embed(ids), start=self.length)
+        mask = torch.ones(t, self.length + t, dtype=torch.bool, device=ids.device)
+        mask = mask.tril(self.length)
+        for i, layer in enumerate(model.layers):
+            attn = layer.self_attn
+            y = layer.norm1(x)
+            q = attn.w_q(y).view(B, t, attn.h, attn.d_k).transpose(1, 2)
+            k = attn.w_k(y).view(B, t, attn.h, attn.d_k).transpose(1, 2)
+            v = attn.w_v(y).view(B, t, attn.h, attn.d_k).transpose(1, 2)
+            if self.keys[i] is not None:
+                k = torch.cat([self.keys[i], k], dim=2)
+                v = torch.cat([self.values[i], v], dim=2)
+            self.keys[i] = k
+            self.values[i] = v
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            out = out.transpose(1, 2).reshape(B, t, attn.h * attn.d_k)
+            x = x + layer.dropout(attn.w_o(out))
+            x = x + layer.dropout(layer.feed_forward(layer.norm2(x)))
+        self.length += t
+        return model.generator(model.norm(x))
+
+    def reorder(self, rows):
+        for i in range(len(self.keys)):
+            if self.keys[i] is not None:
+                self.keys[i] = self.keys[i].index_select(0, rows)
+                self.values[i] = self.values[i].index_select(0, rows)

@@ -76,9 +76,9 @@ ALTERNATIVES = {
     "ch05.layer_norm": "ln_manual_sums",
     "ch05.feed_forward": "ffn_where",
     "ch05.add_and_norm": "add_norm_inline",
-    "ch11.decoder_only_block": "BlockExplicit",
+    "ch11.decoder_only_block": "BlockNnMultiheadAttention",
     "ch11.language_model": "ModelSequential",
-    "ch11.sample": "sample_gumbel_max",
+    "ch11.sample": "sample_inverse_cdf",
     "ch11.key_value_cache": "CacheStatic",
 }
 # Bugs in exercises that later exercises of the chapter do not call (a buggy softmax would also
@@ -191,18 +191,25 @@ def own_source(exercise: str, learner: str) -> str | None:
     from autograder.demo import own_work
 
     name = own_work.OWN_WORK.get(learner, {}).get(exercise)
-    return None if name is None else _answer_source(own_work, name, exercise,
-                                                    with_helpers=False)
+    if name is None:
+        return None
+    return _answer_source(own_work, name, exercise, with_helpers=False,
+                          extra=[(cell_name, getattr(own_work, helper))
+                                 for cell_name, helper in own_work.CELL_HELPERS.get(name, ())])
 
 
 def _answer_source(module: types.ModuleType, name: str, exercise: str, *,
-                   with_helpers: bool) -> str:
+                   with_helpers: bool, extra: Iterable[tuple[str, Any]] = ()) -> str:
+    """The cell: imports, the helpers (those ``fn`` uses, with ``with_helpers``; then
+    ``extra``, each as ``(its name in the cell, the definition)``), then the answer named as
+    the exercise defines it."""
     fn = getattr(module, name)
     helpers: list[Any] = []
     if with_helpers:
         _collect_helpers(fn, module, helpers)
     parts = ["import math\n\nimport numpy as np"]
     parts += [_plain_source(h, h.__name__) for h in helpers]
+    parts += [_plain_source(definition, cell_name) for cell_name, definition in extra]
     parts.append(_plain_source(fn, get_exercise(exercise).defines))
     return "\n\n\n".join(parts) + "\n"
 

@@ -59,14 +59,16 @@ COPIED_REFERENCE, SIMILAR_SUBMISSIONS = "copied_reference", "similar_submissions
 NORMALISED, WRITTEN = "normalised", "written"
 FORMS = {NORMALISED: normalise, WRITTEN: written}
 # Exercises whose text dictates their code line by line: an honest answer of the calibration
-# (a learner who follows the text to the letter, in autograder/demo/literal_followers.py)
-# reaches the threshold in normalised form, against the course's code or another honest
-# answer, so that form is no evidence there. Their cells are compared as written instead, with
+# (a learner who follows the text to the letter, in autograder/demo/literal_followers.py, or
+# any other honest answer: chapter 11's sampling loop as a mutant writes it, a small module of
+# chapter 8's mutants shaped like the course's Generator) reaches the threshold in normalised
+# form, against the course's code or another honest answer, so that form is no evidence there. Their cells are compared as written instead, with
 # the course's own answer among what every learner is given: what is left to share is what a
 # copy keeps and honest work lacks (the source's docstrings, comments, type hints and names).
 # benchmarks/similarity_calibration.py finds them; a test fails when this list is out of date.
 DICTATED = frozenset({"ch02.scaled_dot_product_attention", "ch07.encoder_layer",
-                      "ch07.positionwise_feed_forward", "ch08.decoder_layer"})
+                      "ch07.positionwise_feed_forward", "ch08.decoder_layer", "ch08.make_model",
+                      "ch11.sample"})
 CODES = (COPIED_REFERENCE, SIMILAR_SUBMISSIONS)
 # The course's implementations beside transformer_ref and the solution notebooks. The other
 # modules of autograder/demo are not among them: the mutants, own_work, honest_styles and

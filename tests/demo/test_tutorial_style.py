@@ -16,9 +16,10 @@ from autograder.exercises.checking import SECRET_ENV
 PYTORCH_EXERCISES = [e for e in exercises() if e.split(".")[0] >= "ch07"]
 # Judged under 20 secrets: the entries marked so, and the layouts and the NumPy code that the
 # paper's rules and the dtype notes must accept whatever the secret.
-EVERY_SECRET = [c for c in TUTORIAL_STYLE if c.every_secret or c.fn in (
+ALWAYS_EVERY_SECRET = (
     tutorial_style.D2lEncoderBlock, tutorial_style.UvaEncoderBlock,
-    tutorial_style.sqrt_scaled_dot_product_attention, tutorial_style.sqrt_multi_head_attention)]
+    tutorial_style.sqrt_scaled_dot_product_attention, tutorial_style.sqrt_multi_head_attention)
+EVERY_SECRET = [c for c in TUTORIAL_STYLE if c.every_secret or c.fn in ALWAYS_EVERY_SECRET]
 SECRETS = [f"secret number {i}" for i in range(20)]
 
 
@@ -50,4 +51,4 @@ def test_tutorial_style_code_is_judged_alike_under_every_secret(code: Mutant, mo
 
 def test_every_pytorch_exercise_is_tried_with_tutorial_style_code():
     assert {c.exercise for c in TUTORIAL_STYLE} >= set(PYTORCH_EXERCISES)
-    assert len(EVERY_SECRET) == 4
+    assert {c.fn for c in EVERY_SECRET} >= set(ALWAYS_EVERY_SECRET)

@@ -293,15 +293,15 @@ class ModelNoPositionalDropout(LanguageModelParts):
 
 
 class ModelPaperDropoutOnly(LanguageModelParts):
-    """Valid: blocks with the paper's dropout only (none inside attention and FFN)."""
+    """Valid: the paper's dropout only: the blocks' attentions and feed-forward networks drop
+    nothing inside."""
 
     def __init__(self, vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
                  dropout: float = 0.1, max_len: int = 256, tie_weights: bool = True) -> None:
         super().__init__(vocab, N, d_model, d_ff, h, dropout, max_len, tie_weights)
-        self.layers = nn.ModuleList(BlockPaperDropoutOnly(d_model, h, d_ff, dropout)
-                                    for _ in range(N))
-        if tie_weights:
-            self.generator.proj.weight = self.embed.lut.weight
+        for block in self.layers:
+            block.self_attn.dropout.p = 0.0
+            block.feed_forward.dropout.p = 0.0
 
 
 class ModelSequential(nn.Module):
