@@ -403,6 +403,7 @@ _LITERAL = [
     ("ch08.decoder_layer", "literal-a", literal.DecoderLayerLiteralA),
     ("ch08.decoder_layer", "literal-b", literal.DecoderLayerLiteralB),
     ("ch08.make_model", "literal-a", literal.make_model_literal_a),
+    ("ch08.make_model", "literal-b", literal.make_model_literal_b),
     ("ch09.label_smoothing_loss", "literal-a", literal.LabelSmoothingLossLiteralA),
     ("ch09.noam_rate", "literal-a", literal.noam_rate_literal_a),
     ("ch10.translate_batched", "literal-a", literal.translate_batched_literal_a),
@@ -410,11 +411,13 @@ _LITERAL = [
     ("ch11.decoder_only_block", "literal-b", literal.DecoderOnlyBlockLiteralB),
     ("ch11.language_model", "literal-a", literal.LanguageModelLiteralA),
     ("ch11.sample", "literal-a", literal.sample_literal_a),
+    ("ch11.sample", "literal-b", literal.sample_literal_b),
     ("ch11.key_value_cache", "literal-a", literal.KeyValueCacheLiteralA),
 ]
 # Definitions a literal answer's cell holds before it (the sampler's cell: pick_next, then
 # sample).
-_HELPERS = {literal.sample_literal_a: (("pick_next", literal.pick_next_literal_a),)}
+_HELPERS = {literal.sample_literal_a: (("pick_next", literal.pick_next_literal_a),),
+            literal.sample_literal_b: (("pick_next", literal.pick_next_literal_b),)}
 
 HONEST = [
     Honest("ch02.scaled_dot_product_attention", "hint-a", "the notebook's four steps",

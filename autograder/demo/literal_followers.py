@@ -29,6 +29,7 @@ from torch import nn
 import transformer_ref.modules as ref
 from transformer_ref.basic_masks import subsequent_mask
 from transformer_ref.batching import pad_sequences
+from transformer_ref.decoder_layer import DecoderLayer
 from transformer_ref.decoding import greedy_decode
 from transformer_ref.encoder_layer import EncoderLayer
 from transformer_ref.learned_positional import LearnedPositionalEncoding
@@ -332,6 +333,27 @@ def make_model_literal_a(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8,
     return model
 
 
+def make_model_literal_b(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1,
+                         *, norm_first=False, share_embeddings=False, tie_weights=False,
+                         max_len=5000, fast_attention=True):
+    if share_embeddings and src_vocab != tgt_vocab:
+        raise ValueError(f"share_embeddings needs one vocabulary, got src_vocab={src_vocab} "
+                         f"and tgt_vocab={tgt_vocab}")
+    src_embed = Embeddings(src_vocab, d_model)
+    tgt_embed = src_embed if share_embeddings else Embeddings(tgt_vocab, d_model)
+    model = EncoderDecoder(
+        Encoder(N, d_model, h, d_ff, dropout, norm_first, fast_attention),
+        Decoder(N, d_model, h, d_ff, dropout, norm_first, fast_attention, layer=DecoderLayer),
+        src_embed, tgt_embed, PositionalEncoding(d_model, dropout, max_len),
+        Generator(d_model, tgt_vocab))
+    for param in model.parameters():
+        if param.dim() > 1:
+            nn.init.xavier_uniform_(param)
+    if tie_weights:
+        model.generator.proj.weight = model.tgt_embed.lut.weight
+    return model
+
+
 # --- chapters 9 and 10 ------------------------------------------------------------------------
 
 
@@ -469,6 +491,29 @@ def sample_literal_a(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=N
         logits = model(context)[:, -1, :]
         next_id = pick_next(logits, temperature, top_k, top_p, generator)
         ids = torch.cat([ids, next_id], dim=1)
+    return ids
+
+
+def pick_next_literal_b(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.size(-1):
+        kth = torch.topk(logits, top_k).values[:, -1:]
+        logits[logits < kth] = float("-inf")
+    if top_p is not None and top_p < 1:
+        sorted_probs, order = torch.sort(logits.softmax(dim=-1), descending=True)
+        higher = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
+        drop = torch.gather(higher >= top_p, -1, order.argsort(dim=-1))
+        logits[drop] = float("-inf")
+    return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator)
+
+
+@torch.no_grad()
+def sample_literal_b(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None,
+                     top_p=None, generator=None):
+    ids = prompt_ids
+    for _ in range(max_new_tokens):
+        logits = model(ids[:, -model.max_len:])[:, -1, :]
+        ids = torch.cat([ids, pick_next(logits, temperature, top_k, top_p, generator)], dim=1)
     return ids
 
 

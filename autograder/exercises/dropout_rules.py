@@ -62,9 +62,11 @@ from autograder.exercises.checking import CheckContext, CheckFailure, Hint, fail
 from autograder.exercises.torch_checking import (
     ModulePair,
     agrees,
+    build_modules,
     call_torch,
     compare_tensors,
     dropout_problem,
+    expect_dropout_probability,
     expect_tensor,
     manual_seed,
     random_tensor,
@@ -93,6 +95,22 @@ def training_dropout(rng: np.random.Generator) -> float:
     """A dropout probability for the training-mode checks: large, so that about half of the
     values are dropped, and rarely one a learner would have typed in (0.1, 0.5)."""
     return round(float(rng.uniform(0.35, 0.65)), 2)
+
+
+def readable_layer(ctx: CheckContext, fn: Callable[..., Any], parts: str, *extra: Any
+                   ) -> tuple[ModulePair, int, float]:
+    """``(pair, d_model, p)``: the reference and the learner's layer for a training-mode check,
+    ``fn(d_model, h, d_ff, p, *extra)`` with sizes that let the dropout inside its sub-layers be
+    read back (two heads of width 5 to 7, ``d_ff < d_model``) and a rate from
+    :func:`training_dropout`. Every dropout layer of the learner's that drops must have that
+    rate (``parts``: where to pass it on, for the message)."""
+    rng = ctx.rng
+    h, d_k = 2, int(rng.integers(5, 8))
+    d_ff = int(rng.integers(3, h * d_k // 2 + 1))
+    p = training_dropout(rng)
+    pair = build_modules(ctx, fn, h * d_k, h, d_ff, p, *extra)
+    expect_dropout_probability(pair.learner, p, pair.what, parts)
+    return pair, h * d_k, p
 
 
 def _seed(rng: np.random.Generator) -> int:

@@ -62,9 +62,10 @@ FORMS = {NORMALISED: normalise, WRITTEN: written}
 # (a learner who follows the text to the letter, in autograder/demo/literal_followers.py, or
 # any other honest answer: chapter 11's sampling loop as a mutant writes it, a small module of
 # chapter 8's mutants shaped like the course's Generator) reaches the threshold in normalised
-# form, against the course's code or another honest answer, so that form is no evidence there. Their cells are compared as written instead, with
-# the course's own answer among what every learner is given: what is left to share is what a
-# copy keeps and honest work lacks (the source's docstrings, comments, type hints and names).
+# form, against the course's code or another honest answer, so that form is no evidence
+# there. Their cells are compared as written instead, with the course's own answer among what
+# every learner is given: what is left to share is what a copy keeps and honest work lacks
+# (the source's docstrings, comments, type hints and names).
 # benchmarks/similarity_calibration.py finds them; a test fails when this list is out of date.
 DICTATED = frozenset({"ch02.scaled_dot_product_attention", "ch07.encoder_layer",
                       "ch07.positionwise_feed_forward", "ch08.decoder_layer", "ch08.make_model",

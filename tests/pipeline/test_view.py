@@ -135,6 +135,18 @@ def test_a_stack_builds_from_the_learners_own_layer(ch08_view: Path):
     assert result.returncode == 0 and "torch.Size([1, 3, 8])" in result.stdout, result.stderr
 
 
+def test_the_view_holds_the_data_files_its_packages_install(tmp_path: Path):
+    """Chapter 11 reads its shipped language model from transformer_ref's package data: a class
+    working on it finds the file in its view (and loads it into a model of its own)."""
+    write_view(plan_view(_open(CHAPTERS.index("ch11_language_model") + 1)), tmp_path)
+    result = _run_in_view(tmp_path, """
+        from transformer_ref.checkpoint import load_checkpoint
+        from transformer_ref.lm_training import SHIPPED_LM
+        print(SHIPPED_LM.is_relative_to(sys.path[0]), load_checkpoint(SHIPPED_LM)["step"] > 0)
+        """)
+    assert result.returncode == 0 and "True True" in result.stdout, result.stderr
+
+
 def test_write_view_updates_in_place_and_says_when_it_changed(tmp_path: Path):
     assert write_view(plan_view(_open(2)), tmp_path)
     marker = (tmp_path / "transformer_ref").stat().st_ino

@@ -26,6 +26,7 @@ from autograder.exercises.checking import CheckContext, Hint, fail
 from autograder.exercises.dropout_rules import (
     check_attention_dropout,
     check_feed_forward_dropout,
+    readable_layer,
     training_dropout,
 )
 from autograder.exercises.layer_variants import (
@@ -444,18 +445,12 @@ def check_encoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:
 
 
 def _check_encoder_dropout(ctx: CheckContext, fn: Callable[..., Any]) -> None:
-    """Training mode, with sizes that let the dropout inside the sub-layers be read back (two
-    heads of width 5 to 7, ``d_ff < d_model``): see
+    """Training mode (:func:`~autograder.exercises.dropout_rules.readable_layer`): see
     :func:`~autograder.exercises.layer_variants.check_layer_dropout`."""
     rng = ctx.rng
-    h, d_k = 2, int(rng.integers(5, 8))
-    d_ff = int(rng.integers(3, h * d_k // 2 + 1))
-    p = training_dropout(rng)
-    pair = build_modules(ctx, fn, h * d_k, h, d_ff, p)
-    expect_dropout_probability(pair.learner, p, pair.what,
-                               "self_attn, feed_forward and self.dropout")
+    pair, d_model, p = readable_layer(ctx, fn, "self_attn, feed_forward and self.dropout")
     batch, length = int(rng.integers(2, 4)), int(rng.integers(4, 8))
     mask = key_padding_mask(padding_lengths(rng, batch, length), length)
-    inputs = (random_tensor(rng, (batch, length, h * d_k)), mask)
+    inputs = (random_tensor(rng, (batch, length, d_model)), mask)
     check_layer_dropout(ctx, pair, inputs, ("self_attn", "feed_forward"),
                         lambda layer: _encoder_steps(layer, mask), False, p, pair.what)

@@ -50,7 +50,7 @@ from autograder.exercises.checking import (
     expect_raises,
     fail,
 )
-from autograder.exercises.dropout_rules import check_model_dropout, training_dropout
+from autograder.exercises.dropout_rules import check_model_dropout, readable_layer, training_dropout
 from autograder.exercises.layer_variants import (
     Step,
     check_layer_dropout,
@@ -219,16 +219,11 @@ def check_decoder_only_block(ctx: CheckContext, fn: Callable[..., Any]) -> None:
 
 
 def _check_block_dropout(ctx: CheckContext, fn: Callable[..., Any]) -> None:
-    """Training mode, with sizes that let the dropout inside the sub-layers be read back (two
-    heads of width 5 to 7, ``d_ff < d_model``): see
+    """Training mode (:func:`~autograder.exercises.dropout_rules.readable_layer`): see
     :func:`~autograder.exercises.layer_variants.check_layer_dropout`."""
-    rng = ctx.rng
-    h, d_k = 2, int(rng.integers(5, 8))
-    d_ff = int(rng.integers(3, h * d_k // 2 + 1))
-    p = training_dropout(rng)
-    pair = build_modules(ctx, fn, h * d_k, h, d_ff, p)
-    expect_dropout_probability(pair.learner, p, pair.what, BLOCK_DROPOUT_PARTS)
-    x = random_tensor(rng, (int(rng.integers(2, 4)), int(rng.integers(4, 8)), h * d_k))
+    pair, d_model, p = readable_layer(ctx, fn, BLOCK_DROPOUT_PARTS)
+    x = random_tensor(ctx.rng, (int(ctx.rng.integers(2, 4)), int(ctx.rng.integers(4, 8)),
+                                d_model))
     check_layer_dropout(ctx, pair, (x,), SUBLAYERS, _block_steps, True, p, pair.what)
 
 
