@@ -16,7 +16,7 @@ from autograder.cli import main
 from autograder.course import ROOT, Course, course_config
 from autograder.flags import Flag, read_flags, write_flags
 from autograder.notebook import exercise_ids, graded_test_cells
-from autograder.pipeline.cluster import versions
+from autograder.pipeline.workers import versions
 from autograder.pipeline.grade import (
     MAX_SUBMISSION_BYTES,
     Outcome,
