@@ -47,6 +47,7 @@ from transformer_ref.presets import (
 )
 from transformer_ref.tokenizer import decode, encode_batch, load_or_train_tokenizer
 from transformer_ref.training import (
+    Checkpointing,
     cleanup_distributed,
     fit,
     init_distributed,
@@ -313,8 +314,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result = fit(
         model, setup.train_pairs, preset.train, device=device,
         evaluate=setup.evaluate, stop_when=setup.stop_when,
-        checkpoint_path=out / "checkpoint.pt", resume=resume_from is not None,
-        task=args.task, tokenizer=setup.tokenizer, extra={"preset": preset_name},
+        checkpoint=Checkpointing(out / "checkpoint.pt", resume=resume_from is not None,
+                                 task=args.task, tokenizer=setup.tokenizer,
+                                 extra={"preset": preset_name}),
         dist_info=dist_info, progress=not args.no_progress, log=log,
     )
     report: dict[str, Any] = {}
