@@ -487,17 +487,11 @@ def submitted_students(course: Course, chapter: str, students: Iterable[str] | N
     return [s for s in course.students("submitted", chapter) if wanted is None or s in wanted]
 
 
-def autograde(
-    chapters: Iterable[str],
-    *,
-    root: str | os.PathLike = ROOT,
-    course_dir: str | os.PathLike | None = None,
-    jobs: int = 1,
-    scheduler: str | None = None,
-    students: Iterable[str] | None = None,
-    limits: Limits | None = None,
-    progress: Callable[[int], object] | None = None,
-) -> list[Summary]:
+def autograde(chapters: Iterable[str], *, root: str | os.PathLike = ROOT,
+              course_dir: str | os.PathLike | None = None, jobs: int = 1,
+              scheduler: str | None = None, students: Iterable[str] | None = None,
+              limits: Limits | None = None, progress: Callable[[int], object] | None = None,
+              ) -> list[Summary]:
     """Grade every collected submission of ``chapters`` and store the results.
 
     Learners are graded in Dask worker processes (:mod:`autograder.pipeline.cluster`), each
