@@ -20,7 +20,8 @@ step uses are one :class:`Optimisation`, and the bar, the progress lines and rep
 :class:`Progress`.
 
 Multi-GPU: start the same command with ``torchrun --nproc_per_node=K``; :func:`init_distributed`
-joins the process group and :func:`fit` wraps the model in DistributedDataParallel.
+joins the process group, and :func:`fit`, in a process that joined one, wraps the model in
+DistributedDataParallel and trains on its share of every batch.
 """
 
 from __future__ import annotations
@@ -158,6 +159,14 @@ class DistInfo:
     @property
     def is_main(self) -> bool:
         return self.rank == 0
+
+    @classmethod
+    def current(cls) -> DistInfo:
+        """This process's place: in the process group it joined (:func:`init_distributed`),
+        or a single process."""
+        if not (dist.is_available() and dist.is_initialized()):
+            return cls()
+        return cls(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
 def init_distributed(device_spec: str = "auto") -> tuple[DistInfo, torch.device]:
@@ -565,8 +574,8 @@ def _stop_reason(config: TrainConfig, step: int, stop: bool, out_of_time: bool) 
 def fit(model: nn.Module, train_pairs: list[Pair], config: TrainConfig, *, device: torch.device,
         evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
         stop_when: Callable[[dict[str, float]], bool] | None = None,
-        checkpoint: Checkpointing | None = None, dist_info: DistInfo | None = None,
-        progress: bool = True, log: Callable[[str], None] = print,
+        checkpoint: Checkpointing | None = None, progress: bool = True,
+        log: Callable[[str], None] = print,
         on_report: Callable[[dict[str, float]], None] | None = None) -> TrainResult:
     """Train ``model`` (built by ``make_model``, on ``device``) on ``train_pairs``, the
     ``(src_ids, tgt_ids)`` lists (both ending with EOS), as ``config`` says.
@@ -577,14 +586,13 @@ def fit(model: nn.Module, train_pairs: list[Pair], config: TrainConfig, *, devic
             ``history`` with the step and the training seconds so far (``train_seconds``).
         stop_when: given those metrics, returns True to stop early.
         checkpoint: where to save checkpoints and whether to resume from there (None: none).
-        dist_info: process placement (default: a single process).
         progress, log, on_report: how the run shows and reports its progress (see
             :class:`Progress`); ``log`` also gets the evaluation lines.
 
     Returns:
         A :class:`TrainResult`; ``metrics`` are the last evaluation's.
     """
-    run = Optimisation.build(model, config, device, dist_info or DistInfo())
+    run = Optimisation.build(model, config, device, DistInfo.current())
     state = TrainState()
     if checkpoint is not None and checkpoint.resume:
         state = TrainState.from_checkpoint(checkpoint.path, run)

@@ -201,22 +201,26 @@ class Codec:
             return self.decode_tensor(tree, blobs)
         if "$dtype" in tree:
             return self.decode_dtype(tree["$dtype"])
+        if "$list" in tree or "$tuple" in tree or "$dict" in tree:
+            return self.decode_container(tree, blobs, depth)
+        if "$handle" in tree:
+            return self.decode_handle(tree)
+        if "$build" in tree:
+            return self.decode_build(tree["$build"], blobs)
+        raise WireError(f"an unknown tree node with keys {sorted(tree)[:5]}")
+
+    def decode_container(self, tree: dict[str, Any], blobs: list[bytes], depth: int) -> Any:
+        """The list, tuple or dict of a ``$list``, ``$tuple`` or ``$dict`` node."""
         if "$list" in tree or "$tuple" in tree:
             items = tree.get("$list", tree.get("$tuple"))
             if not isinstance(items, list):
                 raise WireError("a list node without a JSON list")
             values = [self.decode(v, blobs, depth + 1) for v in items]
             return values if "$list" in tree else tuple(values)
-        if "$dict" in tree:
-            items = tree["$dict"]
-            if not isinstance(items, dict):
-                raise WireError("a dict node without a JSON object")
-            return {str(k): self.decode(v, blobs, depth + 1) for k, v in items.items()}
-        if "$handle" in tree:
-            return self.decode_handle(tree)
-        if "$build" in tree:
-            return self.decode_build(tree["$build"], blobs)
-        raise WireError(f"an unknown tree node with keys {sorted(tree)[:5]}")
+        items = tree["$dict"]
+        if not isinstance(items, dict):
+            raise WireError("a dict node without a JSON object")
+        return {str(k): self.decode(v, blobs, depth + 1) for k, v in items.items()}
 
     def decode_tensor(self, tree: dict[str, Any], blobs: list[bytes]) -> Any:
         import torch

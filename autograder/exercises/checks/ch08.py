@@ -25,7 +25,6 @@ import numpy as np
 
 from autograder.exercises.checking import (
     CheckContext,
-    CheckFailure,
     ErrorHint,
     Hint,
     describe,
@@ -53,11 +52,11 @@ from autograder.exercises.torch_checking import (
     expect_dropout_probability,
     expect_random_in_training,
     expect_tensor,
-    expected_signature,
     key_padding_mask,
     manual_seed,
     padding_lengths,
     random_tensor,
+    signature_hint,
     training_mode,
     training_output,
 )
@@ -511,13 +510,8 @@ def _construct_model(ctx: CheckContext, fn: Callable[..., Any], config: dict[str
     seed = int(ctx.rng.integers(0, 2**31))
     with torch.random.fork_rng(devices=[]):
         manual_seed(fn, seed)  # the learner's own generators, wherever its code runs
-        try:
+        with signature_hint("make_model", ctx.reference):
             model = call_torch(fn, **config)
-        except CheckFailure as exc:
-            if isinstance(exc.__cause__, TypeError):
-                raise CheckFailure(f"{exc} Hint: make_model must accept the arguments of "
-                                   f"{expected_signature(ctx.reference)}.") from exc.__cause__
-            raise
     if not isinstance(model, torch.nn.Module):
         fail(f"{_config_words(config)} returned {describe(model)}; return the model, an "
              f"EncoderDecoder (a torch.nn.Module).")
