@@ -30,6 +30,7 @@ import json
 import math
 import struct
 import sys
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -251,12 +252,23 @@ class Codec:
 def tensors_in(value: Any) -> list[Any]:
     """The tensors inside ``value`` (lists, tuples, dicts), in the order :class:`Codec`
     writes them."""
-    if is_tensor(value):
+    return _leaves(value, is_tensor)
+
+
+def inputs_in(value: Any) -> list[Any]:
+    """The tensors, then the NumPy arrays, inside a call's arguments ``value``: how both ends
+    number the arguments that a call may change in place."""
+    return tensors_in(value) + _leaves(value, lambda leaf: isinstance(leaf, np.ndarray))
+
+
+def _leaves(value: Any, wanted: Callable[[Any], bool]) -> list[Any]:
+    """The values inside ``value`` (lists, tuples, dicts) that are ``wanted``, in order."""
+    if wanted(value):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [t for v in value for t in tensors_in(v)]
+        return [leaf for v in value for leaf in _leaves(v, wanted)]
     if isinstance(value, dict):
-        return [t for v in value.values() for t in tensors_in(v)]
+        return [leaf for v in value.values() for leaf in _leaves(v, wanted)]
     return []
 
 
