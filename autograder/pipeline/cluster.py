@@ -1,8 +1,6 @@
 """Where learners are graded: the worker processes of a Dask cluster.
 
-    with grading_client(jobs=2) as client:                       # a LocalCluster on this machine
-        ...
-    with grading_client(scheduler="tcp://10.0.0.5:8786") as client:   # an existing cluster
+    with grading_client(jobs=2) as client:   # or scheduler="tcp://10.0.0.5:8786"
         for item, future in in_order(client, items, submit):
             ...
 
@@ -13,29 +11,25 @@ interpreter. A worker grades one learner after the other, so its imports are pai
 Dask schedules, with the settings of ``dask.yaml`` next to this module (``--jobs`` applies
 them; the scheduler of a cluster of your own reads them through ``DASK_CONFIG``):
 
-* one learner per worker at a time: each learner is a *root task* (:func:`submit_root`), and
-  the scheduler sends a root task to a worker only while that worker has a free thread
-  (``worker-saturation: 1.0``). The other learners wait in the scheduler, in their order, and
-  a restarted worker gets one only once it runs. So a worker that dies (killed, out of memory,
-  a crash) was grading one learner only, and nothing steals a learner a worker was given
-  (``work-stealing: false``);
-* that learner is graded again on another worker, and after its third death Dask gives it up
-  (``allowed-failures: 2``, then ``KilledWorker``), which the caller turns into a flag for that
-  learner alone;
+* one learner per worker at a time: the scheduler sends a root task to a worker only while the
+  worker has a free thread (``worker-saturation: 1.0``); the other learners wait in the
+  scheduler, in their order, and a restarted worker gets one once it runs. So a worker that
+  dies was grading one learner only, and nothing moves a learner (``work-stealing: false``);
+* that learner is graded again on another worker; after its third death Dask gives it up
+  (``allowed-failures: 2``, then ``KilledWorker``), which the caller flags for it alone;
 * a run with no running worker for two minutes ends (``no-workers-timeout``: ``NoWorkerError``).
 
 What is written here, and why (each measured in ``tests/pipeline/test_cluster.py``):
 
-* :func:`submit_root` marks the task as a root task. Dask queues only the tasks it takes for
-  root tasks, and it guesses that from the size of their group (more than twice the cluster's
-  threads): three learners on two workers would all be placed at once, two on one worker.
-  Worker resources (``learner=1``) are no substitute: a worker runs one learner at a time, but
-  the scheduler still hands it all of its learners at once, and a death is charged to each.
+* :func:`submit_root` marks each learner as a root task. Dask queues only the tasks it takes
+  for root tasks, and guesses that from the size of their group (more than twice the cluster's
+  threads): three learners on two workers were placed at once, two on one worker. Worker
+  resources (``learner=1``) are no substitute: a worker runs one learner at a time, but the
+  scheduler hands it all of its learners at once, and a death is charged to each of them.
 * :func:`in_order` hands Dask at most twice as many learners as the cluster has threads (a
-  learner travels with its files, so a class is never all in memory at once), takes each result
-  as soon as its task ends and releases the task (a worker that died later would otherwise
-  take a finished learner with it, and Dask would grade it again), and yields the results in
-  the learners' order.
+  learner travels with its files: a class is never all in memory), fetches and releases each
+  result as soon as its task ends (a worker that died later would take a finished learner with
+  it, and Dask would grade it again), and yields the results in the learners' order.
 
 Grading on other machines needs the same course on every one of them
 (:mod:`autograder.pipeline.workers`).
@@ -60,9 +54,6 @@ DASK_CONFIG = Path(__file__).with_name("dask.yaml")
 # Deaths of the workers grading one learner after which the learner is given up (Dask's
 # allowed-failures are the deaths it forgives).
 MAX_DEATHS = 3
-# Seconds to reach a scheduler, and to wait for its first worker.
-CONNECT_TIMEOUT_S = 30
-WORKERS_TIMEOUT_S = 120
 T = TypeVar("T")
 
 
@@ -97,6 +88,8 @@ def grading_client(jobs: int = 1, scheduler: str | None = None) -> Iterator[Clie
     import dask
     from distributed import Client, LocalCluster
 
+    from autograder.pipeline.workers import connect
+
     with dask.config.set(grading_settings()), contextlib.ExitStack() as stack:
         if scheduler is None:
             # The scheduler's and workers' scratch space goes when the cluster does (Dask's
@@ -111,61 +104,25 @@ def grading_client(jobs: int = 1, scheduler: str | None = None) -> Iterator[Clie
                     scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}))
             yield stack.enter_context(Client(cluster))
             return
-        client = stack.enter_context(_connect(scheduler))
+        client = stack.enter_context(connect(scheduler))
         for problem in scheduler_problems(client):
             logging.getLogger(__name__).warning("the Dask scheduler at %s %s", scheduler, problem)
         yield client
 
 
-def _connect(scheduler: str) -> Client:
-    """A client of the scheduler at ``scheduler`` whose workers (at least one) have one thread
-    each; see :func:`grading_client`."""
-    from distributed import Client
-
-    try:
-        client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError) as exc:
-        raise ConnectionError(
-            f"cannot reach the Dask scheduler at {scheduler} ({exc}). Start one with "
-            f"`dask scheduler` and workers with `dask worker {scheduler} --nthreads 1`, or "
-            "grade on this machine with --jobs N") from exc
-    with contextlib.ExitStack() as on_error:
-        on_error.callback(client.close)
-        try:
-            client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
-        except TimeoutError as exc:
-            raise ConnectionError(
-                f"no worker joined the Dask scheduler at {scheduler} within "
-                f"{WORKERS_TIMEOUT_S} s; start workers with `dask worker {scheduler} "
-                "--nthreads 1`") from exc
-        threaded = {address: n for address, n in client.nthreads().items() if n != 1}
-        if threaded:
-            listed = ", ".join(f"{address} ({n} threads)" for address, n in threaded.items())
-            raise ValueError(f"grading needs workers with one thread each, but {listed}; "
-                             f"restart them with `dask worker {scheduler} --nthreads 1`")
-        on_error.pop_all()
-    return client
-
-
 def scheduler_problems(client: Client) -> list[str]:
-    """What the scheduler of ``client`` does otherwise than :data:`DASK_CONFIG` says, and what
-    grading then no longer guarantees."""
-    settings = grading_settings()
-
-    def found(dask_scheduler) -> dict[str, Any]:  # runs in the scheduler
-        return {"worker-saturation": dask_scheduler.WORKER_SATURATION,
-                "work-stealing": "stealing" in dask_scheduler.extensions}
-
-    fix = f"; start it with DASK_CONFIG={DASK_CONFIG} dask scheduler"
-    there = client.run_on_scheduler(found)
-    problems = []
-    if there["worker-saturation"] != settings["distributed.scheduler.worker-saturation"]:
-        problems.append(f"runs with worker-saturation {there['worker-saturation']}: a worker may "
-                        "be handed a second learner while it grades one, and its death is "
-                        "charged to both" + fix)
-    if there["work-stealing"] != settings["distributed.scheduler.work-stealing"]:
-        problems.append("steals work: a learner handed to a worker may move to another" + fix)
-    return problems
+    """How the scheduler of ``client`` differs from :data:`DASK_CONFIG` where it matters, and
+    what grading then no longer guarantees."""
+    wanted = {k: v for k, v in grading_settings().items()
+              if k.endswith(("worker-saturation", "work-stealing"))}
+    there = client.run_on_scheduler(lambda dask_scheduler: {
+        "distributed.scheduler.worker-saturation": dask_scheduler.WORKER_SATURATION,
+        "distributed.scheduler.work-stealing": "stealing" in dask_scheduler.extensions})
+    differ = [f"{k.rsplit('.', 1)[1]} {there[k]} (not {v})" for k, v in wanted.items()
+              if there[k] != v]
+    return [f"runs with {' and '.join(differ)}: a worker may be handed a second learner while "
+            "it grades one, and its death is charged to both; start it with "
+            f"DASK_CONFIG={DASK_CONFIG} dask scheduler"] if differ else []
 
 
 def submit_root(client: Client, key: str, function: Callable[..., Any], *args: Any) -> Future:

@@ -1,5 +1,8 @@
 """What grading needs of every worker: one thread, the grader's course, a sandbox that starts.
 
+On a cluster of one's own, :func:`connect` waits for a worker and refuses workers of several
+threads.
+
 A worker grades with its own checkout of the course, perhaps on another machine, so before
 anyone is graded the grader compares :func:`versions` (digests of what grading a chapter
 depends on) with each worker's (:func:`check_workers`) and starts a sandbox on each
@@ -9,6 +12,7 @@ its course is the one the learner's submission was packed for (``grade_safely``)
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import hashlib
@@ -28,6 +32,44 @@ if TYPE_CHECKING:
     from autograder.sandbox.launcher import Limits
 
 PACKAGES = ("autograder", "transformer_ref")
+# Seconds to reach a scheduler, and to wait for its first worker.
+CONNECT_TIMEOUT_S = 30
+WORKERS_TIMEOUT_S = 120
+
+
+def connect(scheduler: str) -> Client:
+    """A client of the cluster whose scheduler is at ``scheduler``, once at least one worker
+    joined it and if each of its workers runs one thread.
+
+    Raises:
+        ConnectionError: the scheduler cannot be reached, or no worker joins it in time.
+        ValueError: a worker runs more than one thread.
+    """
+    from distributed import Client
+
+    try:
+        client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
+        raise ConnectionError(
+            f"cannot reach the Dask scheduler at {scheduler} ({exc}). Start one with "
+            f"`dask scheduler` and workers with `dask worker {scheduler} --nthreads 1`, or "
+            "grade on this machine with --jobs N") from exc
+    with contextlib.ExitStack() as on_error:
+        on_error.callback(client.close)
+        try:
+            client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
+        except TimeoutError as exc:
+            raise ConnectionError(
+                f"no worker joined the Dask scheduler at {scheduler} within "
+                f"{WORKERS_TIMEOUT_S} s; start workers with `dask worker {scheduler} "
+                "--nthreads 1`") from exc
+        threaded = {address: n for address, n in client.nthreads().items() if n != 1}
+        if threaded:
+            listed = ", ".join(f"{address} ({n} threads)" for address, n in threaded.items())
+            raise ValueError(f"grading needs workers with one thread each, but {listed}; "
+                             f"restart them with `dask worker {scheduler} --nthreads 1`")
+        on_error.pop_all()
+    return client
 
 
 def on_one_thread() -> None:
