@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-from baseline import TODAY, Side, baseline_side, checkout, grading_env
+from baseline import TODAY, Side, baseline_side, check_sides, checkout, grading_env
 
 from autograder.course import ensure_alembic_on_path
 from autograder.demo.demo import prepare_course
@@ -200,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.baseline_rev:
             baseline = checkout(args.baseline_rev, workspace / "baseline")
             sides.insert(0, baseline_side(args.baseline_rev, baseline))
+        check_sides(sides)
         course_root = prepare_course(workspace, chapters)
         class_dir = workspace / "class"
         build_class(class_dir, root=course_root, chapters=chapters)

@@ -59,3 +59,14 @@ def autograder(side: Side, *args: str, env: dict[str, str]) -> subprocess.Comple
     """``python -m autograder ARGS`` with the grader of ``side``, from its checkout."""
     return subprocess.run([side.python, "-m", "autograder", *args], cwd=side.checkout, env=env,
                           capture_output=True, text=True, check=False)
+
+
+def check_sides(sides: list[Side]) -> None:
+    """Raise unless each side's Python imports the course from that side's own folder."""
+    for side in sides:
+        found = subprocess.run([side.python, "-c", "import autograder; print(autograder.__file__)"],
+                               cwd=side.checkout, env=grading_env(), capture_output=True,
+                               text=True, check=True).stdout.strip()
+        if Path(found).resolve().parents[1] != side.checkout.resolve():
+            raise RuntimeError(f"{side.label} imports the course from {found}, not from "
+                               f"{side.checkout}")

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
-from baseline import TODAY, Side, autograder, baseline_side, checkout, grading_env
+from baseline import TODAY, Side, autograder, baseline_side, check_sides, checkout, grading_env
 
 from autograder.demo.sample_class import SOLUTION, load_chapter, work
 
@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.baseline_rev:
             baseline = checkout(args.baseline_rev, workspace / "baseline")
             sides.insert(0, baseline_side(args.baseline_rev, baseline))
+        check_sides(sides)
         inbox = workspace / "inbox"
         write_submissions(inbox, args.chapters, args.learners)
         runs: dict[tuple[str, str], list[Run]] = {}
