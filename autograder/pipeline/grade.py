@@ -501,9 +501,8 @@ def autograde(chapters: Iterable[str], *, root: str | os.PathLike = ROOT,
 
     Args:
         chapters: chapter ids.
-        root: the course root (``solutions/``, ``notebooks/``). Workers on other machines use
-            their own checkout when this is the repository, else the same path on their
-            machine.
+        root: the course root (``solutions/``, ``notebooks/``); workers on other machines use
+            their own checkout when it is this repository, else the same path there.
         course_dir: the nbgrader course folder; ``<root>/autograder/course`` by default.
         jobs: worker processes of the local cluster, one learner each at a time.
         scheduler: the address of an existing Dask scheduler (``tcp://host:8786``) whose
@@ -517,14 +516,13 @@ def autograde(chapters: Iterable[str], *, root: str | os.PathLike = ROOT,
         One :class:`Summary` per graded submission, sorted by student and chapter.
 
     Raises:
-        ValueError: ``jobs`` is not a positive integer, or the cluster's workers run several
-            threads or hold another version of the course.
+        ValueError: ``jobs`` is not a positive integer, or a worker runs several threads or
+            holds another version of the course.
         ConnectionError: the scheduler cannot be reached or has no workers.
-        autograder.pipeline.secret.SecretError: no class's secret that learners cannot
-            read (:func:`~autograder.pipeline.secret.require_grading_secret`).
+        autograder.pipeline.secret.SecretError: no class's secret that learners cannot read.
         GraderFaultError: the sandbox cannot start or run the course's Python (checked before
-            anyone is graded, and again where a learner's runs fail): nothing is recorded
-            for the learners not stored yet (see :func:`_blame`).
+            anyone is graded, and where a learner's runs fail: :func:`_blame`); nothing is
+            recorded for the learners not stored yet.
     """
     from autograder.pipeline.cluster import grading_client
     from autograder.pipeline.secret import require_grading_secret
