@@ -422,7 +422,7 @@ def _audit(args: argparse.Namespace) -> int:
         chapter_of,
         format_rows,
         read_release,
-        submissions,
+        submitted_notebooks,
     )
 
     words = list(args.targets)
@@ -447,7 +447,7 @@ def _audit(args: argparse.Namespace) -> int:
     if words:
         count = len(words)
     else:
-        count = len(submissions(course, chapters, args.student))
+        count = len(submitted_notebooks(course, chapters, args.student))
         rows = audit_submissions(course, chapters, args.student)
     if rows:
         print("\n".join(format_rows(rows)))

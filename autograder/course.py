@@ -159,15 +159,21 @@ def course_config(
         A traitlets ``Config`` for nbgrader's applications and Python API.
     """
     course = Course.of(root, course_dir).resolved()
+    # nbgrader opens the gradebook inside this folder, so it has to exist.
+    course.folder.mkdir(parents=True, exist_ok=True)
+    c = Config()
+    _where_files_live(c, course)
+    _how_commands_run(c)
+    return c
+
+
+def _where_files_live(c: Config, course: Course) -> None:
+    """The course's folders and gradebook, in nbgrader's terms."""
 
     def below_root(name: str) -> str:
         # nbgrader joins every step folder onto the root, so store them relative to it.
         return os.path.relpath(course.folder / name, course.root)
 
-    # nbgrader opens the gradebook inside this folder, so it has to exist.
-    course.folder.mkdir(parents=True, exist_ok=True)
-
-    c = Config()
     c.CourseDirectory.course_id = COURSE_ID
     c.CourseDirectory.root = str(course.root)
     c.CourseDirectory.source_directory = SOURCE_DIRECTORY
@@ -180,6 +186,9 @@ def course_config(
     c.CourseDirectory.db_url = f"sqlite:///{course.gradebook}"
     c.CourseDirectory.ignore = list(IGNORED_FILES)
 
+
+def _how_commands_run(c: Config) -> None:
+    """How nbgrader's commands and the Formgrader's buttons run for this course."""
     # Autograding runs learner code: bound every cell, and do not hang on a stuck kernel.
     c.Execute.timeout = CELL_TIMEOUT
     c.Execute.interrupt_on_timeout = True
@@ -213,7 +222,6 @@ def course_config(
 
     # Releases carry no outputs, execution counts or leftover cell metadata.
     c.ClearOutput.remove_metadata_fields = ["collapsed", "scrolled", "execution", "ExecuteTime"]
-    return c
 
 
 def ensure_alembic_on_path() -> None:

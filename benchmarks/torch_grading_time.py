@@ -14,12 +14,11 @@ cache). Two figures, medians:
   Python start-up, imports and, for today's grader, starting and stopping its one-worker
   cluster (a cost per run, not per notebook).
 
-With ``--baseline-rev REV`` a temporary ``git worktree`` of REV grades the same notebooks with
+With ``--baseline-rev REV`` a temporary checkout of REV grades the same notebooks with
 its own grader and its own solutions and release, alternating with this checkout chapter by
 chapter, and the ratios today / REV are printed (goal for grading: at most 1.5). Both sides
-run with this checkout's Python and packages; REV's side gets a virtual environment of its own
-whose import path puts the worktree before them, so that its sandboxed processes (which drop
-the caller's environment) import REV's code too. Notebooks run in fast mode
+run with this checkout's Python and packages, each from its own folder (:mod:`baseline`).
+Notebooks run in fast mode
 (``TRANSFORMER_COURSE_FAST=1``, as in CI) unless ``--full`` is given.
 
     python benchmarks/torch_grading_time.py                          # this checkout only
@@ -29,12 +28,8 @@ the caller's environment) import REV's code too. Notebooks run in fast mode
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
-import subprocess
-import sys
-import sysconfig
 import tempfile
 import time
 from contextlib import ExitStack
@@ -42,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+from baseline import TODAY, Side, autograder, baseline_side, check_sides, checkout, grading_env
 
-from autograder.course import ROOT
 from autograder.demo.sample_class import SOLUTION, load_chapter, work
 
 CHAPTERS = ("ch07_pytorch_modules", "ch08_decoder_and_model", "ch09_training",
@@ -60,30 +55,6 @@ def write_submissions(inbox: Path, chapters: list[str], learners: int) -> None:
             path = inbox / f"{LEARNER}{n}" / name / f"{name}.ipynb"
             path.parent.mkdir(parents=True)
             nbformat.write(answered, path)
-
-
-@dataclass(frozen=True)
-class Side:
-    """A grader to time: its checkout and the Python that imports it."""
-
-    label: str
-    checkout: Path
-    python: str
-
-
-def baseline_side(label: str, checkout: Path, folder: Path) -> Side:
-    """A virtual environment of ``folder`` in which ``checkout``'s packages come first, then this
-    environment's packages (its own editable install of the course is not read)."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
-    (site,) = folder.glob("lib/python*/site-packages")
-    (site / "baseline.pth").write_text(f"{checkout}\n{sysconfig.get_paths()['purelib']}\n")
-    return Side(label, checkout, str(folder / "bin" / "python"))
-
-
-def autograder(side: Side, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """``python -m autograder ARGS`` with the grader of ``side``, from its checkout."""
-    return subprocess.run([side.python, "-m", "autograder", *args], cwd=side.checkout, env=env,
-                          capture_output=True, text=True, check=False)
 
 
 @dataclass(frozen=True)
@@ -134,26 +105,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1 or args.learners < 1:
         parser.error("--repeats and --learners must be 1 or more")
 
-    # nbgrader runs this environment's alembic command, whichever Python grades.
-    scripts = str(Path(sys.executable).parent)
-    env = {k: v for k, v in os.environ.items() if k not in ("TRANSFORMER_COURSE_FAST",
-                                                            "PYTHONPATH")}
-    env["PATH"] = os.pathsep.join([scripts, env.get("PATH", "")])
-    env["AUTOGRADER_DEVELOPMENT"] = "1"  # the sample class grades with the development secret
+    env = grading_env()
+    env.pop("TRANSFORMER_COURSE_FAST", None)
     if not args.full:
         env["TRANSFORMER_COURSE_FAST"] = "1"
     with ExitStack() as stack:
         workspace = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="torch-grade-")))
         # Sandboxed code runs as a user of its own, which must reach REV's Python and code here.
         workspace.chmod(0o711)
-        sides = [Side("today", ROOT, sys.executable)]
+        sides = [TODAY]
         if args.baseline_rev:
-            baseline = workspace / "baseline"
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet",
-                            str(baseline), args.baseline_rev], check=True)
-            stack.callback(subprocess.run, ["git", "-C", str(ROOT), "worktree", "remove",
-                                            "--force", str(baseline)], check=False)
-            sides.insert(0, baseline_side(args.baseline_rev, baseline, workspace / "venv"))
+            baseline = checkout(args.baseline_rev, workspace / "baseline")
+            sides.insert(0, baseline_side(args.baseline_rev, baseline))
+        check_sides(sides)
         inbox = workspace / "inbox"
         write_submissions(inbox, args.chapters, args.learners)
         runs: dict[tuple[str, str], list[Run]] = {}

@@ -75,3 +75,25 @@ def test_make_targets_create_the_venv_and_skip_reinstall():
     assert re.search(r"^test: ", makefile, flags=re.M)
     # The stamp only depends on pyproject.toml, so an unchanged project skips the install.
     assert re.search(r"^\$\(STAMP\): pyproject.toml$", makefile, flags=re.M)
+
+
+MAX_FUNCTION_LINES = 60
+LONG_ON_PURPOSE = "is long on purpose"
+
+
+def test_no_function_of_the_course_code_is_over_60_lines():
+    """A maintainer reads the grader and the reference top-down: a function over 60 lines
+    (docstring included) is split, or its docstring says why it "is long on purpose"."""
+    import ast
+
+    long = []
+    for package in ("autograder", "transformer_ref"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES and LONG_ON_PURPOSE not in (
+                        ast.get_docstring(node) or ""):
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines})")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"

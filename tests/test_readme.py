@@ -248,7 +248,9 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     ),
     # A real cluster started with these commands (free ports on 127.0.0.1) grades the sample
     # class with --scheduler.
-    r"^DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=0 dask scheduler$": (REAL_CLUSTER,),
+    r"^DASK_CONFIG=autograder/pipeline/dask\.yaml dask scheduler$": (
+        "tests/pipeline/test_cluster.py::test_the_documented_scheduler_has_the_grading_settings",
+        REAL_CLUSTER),
     r"^dask worker tcp://\S+ --nthreads 1 --nworkers \d+$": (REAL_CLUSTER,),
     r"^python -m autograder autograde ch02 --scheduler tcp://\S+$": (
         REAL_CLUSTER, "tests/pipeline/test_cluster.py::test_cli_grades_on_one_kind_of_cluster"),

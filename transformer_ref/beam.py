@@ -67,15 +67,8 @@ def beam_search(
 
 
 def beam_loop(
-    step: Callable[[Tensor], Tensor],
-    reorder: Callable[[Tensor], None],
-    batch: int,
-    k: int,
-    max_len: int,
-    length_penalty: float,
-    bos_id: int,
-    eos_id: int,
-    device: torch.device,
+    step: Callable[[Tensor], Tensor], reorder: Callable[[Tensor], None], batch: int, k: int,
+    max_len: int, length_penalty: float, bos_id: int, eos_id: int, device: torch.device,
 ) -> list[list[int]]:
     """The beam search loop of :func:`beam_search` over any next-token scorer.
 

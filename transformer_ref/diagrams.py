@@ -285,6 +285,31 @@ def _inputs(ax: Axes, arch: Architecture, side: str, cx: float) -> float:
     return y + 0.25
 
 
+def _decoder_top(ax: Axes, arch: Architecture, encoder_top: float, decoder_top: float,
+                 cross: float) -> float:
+    """The memory's path into the decoder's cross-attention (at height ``cross``) and the
+    generator and softmax above the decoder stack; returns the drawing's top."""
+    decoder_x = COLUMN_SPACING
+    # Cross-attention: queries from the decoder below it, keys and values from the memory.
+    middle = COLUMN_SPACING / 2
+    _arrow(ax, [(0, encoder_top), (0, encoder_top + GAP), (middle, encoder_top + GAP),
+                (middle, cross), (decoder_x - BOX_W / 2, cross)])
+    ax.text(middle - 0.08, (encoder_top + GAP + cross) / 2, "memory\n(keys, values)",
+            rotation=90, ha="right", va="center", fontsize=FONT - 0.5, style="italic")
+    ax.text(decoder_x - 0.12, cross - TWO_LINE_H / 2 - 0.06, "queries from below",
+            ha="right", va="top", fontsize=FONT - 1.5, style="italic")
+    linear = "Linear (the generator)" + ("\nweight = target embedding table"
+                                        if arch.tie_weights else "")
+    _arrow(ax, [(decoder_x, decoder_top), (decoder_x, decoder_top + GAP)])
+    top = _box(ax, decoder_x, decoder_top + GAP, linear, OUTPUT)
+    _arrow(ax, [(decoder_x, top), (decoder_x, top + GAP)])
+    top = _box(ax, decoder_x, top + GAP, "Softmax", OUTPUT)
+    _arrow(ax, [(decoder_x, top), (decoder_x, top + GAP)])
+    ax.text(decoder_x, top + GAP + 0.05, "next-token probabilities", ha="center",
+            va="bottom", fontsize=FONT)
+    return top + GAP + 0.4
+
+
 def plot_transformer(
     source: Any, ax: Axes | None = None, *, encoder_only: bool = False, title: str | None = None
 ) -> Axes:
@@ -315,26 +340,7 @@ def plot_transformer(
         tops[side], centres[side] = _stack(ax, arch, side, cx, y)
     encoder_top = tops["encoder"]
     if arch.n_decoder:
-        decoder_x = COLUMN_SPACING
-        # Cross-attention: queries from the decoder below it, keys and values from the memory.
-        cross = centres["decoder"]["cross"]
-        middle = COLUMN_SPACING / 2
-        _arrow(ax, [(0, encoder_top), (0, encoder_top + GAP), (middle, encoder_top + GAP),
-                    (middle, cross), (decoder_x - BOX_W / 2, cross)])
-        ax.text(middle - 0.08, (encoder_top + GAP + cross) / 2, "memory\n(keys, values)",
-                rotation=90, ha="right", va="center", fontsize=FONT - 0.5, style="italic")
-        ax.text(decoder_x - 0.12, cross - TWO_LINE_H / 2 - 0.06, "queries from below",
-                ha="right", va="top", fontsize=FONT - 1.5, style="italic")
-        linear = "Linear (the generator)" + ("\nweight = target embedding table"
-                                            if arch.tie_weights else "")
-        _arrow(ax, [(decoder_x, tops["decoder"]), (decoder_x, tops["decoder"] + GAP)])
-        top = _box(ax, decoder_x, tops["decoder"] + GAP, linear, OUTPUT)
-        _arrow(ax, [(decoder_x, top), (decoder_x, top + GAP)])
-        top = _box(ax, decoder_x, top + GAP, "Softmax", OUTPUT)
-        _arrow(ax, [(decoder_x, top), (decoder_x, top + GAP)])
-        ax.text(decoder_x, top + GAP + 0.05, "next-token probabilities", ha="center",
-                va="bottom", fontsize=FONT)
-        top += GAP + 0.4
+        top = _decoder_top(ax, arch, encoder_top, tops["decoder"], centres["decoder"]["cross"])
     else:
         _arrow(ax, [(0, encoder_top), (0, encoder_top + GAP)])
         ax.text(0, encoder_top + GAP + 0.05, f"encoder output (memory), width {arch.d_model}",
@@ -387,6 +393,64 @@ def _positive_int(value: Any, name: str) -> int:
     return value
 
 
+def _draw_projections(ax: Axes, n_q: int, n_k: int | None, d_model: int, h: int) -> None:
+    """The input(s) on the left and ``Q``, ``K``, ``V`` with their ``h`` head strips;
+    ``n_k`` None: self-attention, one input."""
+    qkv_y = {"Q": 3.4, "K": 2.2, "V": 1.0}
+    if n_k is None:
+        n_k = n_q
+        _matrix(ax, 0.0, 2.2, f"X ({n_q}, {d_model})")
+        sources = {name: (1.5, 2.2) for name in qkv_y}
+    else:
+        _matrix(ax, 0.0, 3.4, f"X_q ({n_q}, {d_model})")
+        _matrix(ax, 0.0, 1.6, f"X_kv ({n_k}, {d_model})")
+        sources = {"Q": (1.5, 3.4), "K": (1.5, 1.6), "V": (1.5, 1.6)}
+    for name, y in qkv_y.items():
+        length = n_q if name == "Q" else n_k
+        _arrow(ax, [sources[name], (2.6, y)])
+        middle = (sources[name][1] + y) / 2
+        if middle == y:  # a level arrow: the label above it; a slanted one: to its left
+            ax.text(2.05, y + 0.06, f"$W^{name}$", ha="center", va="bottom", fontsize=FONT)
+        else:
+            ax.text(1.95, middle, f"$W^{name}$", ha="right", va="center", fontsize=FONT)
+        _matrix(ax, 2.6, y, f"{name} ({length}, {d_model})", strips=h,
+                width=ICON_W, height=0.7)
+
+
+def _draw_head_row(ax: Axes, y: float, row_h: float, head: int, d_k: int) -> None:
+    """One head's row at height ``y``: its slices of Q, K, V, its attention, its output."""
+    colour = HEAD_COLOURS[head % 10]
+    for j, name in enumerate("QKV"):
+        ax.add_patch(Rectangle((5.2 + j * 0.34, y - row_h / 2), 0.26, row_h,
+                               facecolor=colour, alpha=0.75, edgecolor="black",
+                               linewidth=0.6, zorder=2))
+        ax.text(5.33 + j * 0.34, y, f"${name}_{{{head + 1}}}$", ha="center", va="center",
+                fontsize=FONT - 2, zorder=3)
+    _arrow(ax, [(6.22, y), (6.45, y)])
+    ax.add_patch(FancyBboxPatch((6.5, y - row_h / 2), 2.9, row_h,
+                                boxstyle="round,pad=0,rounding_size=0.06",
+                                facecolor=colour, alpha=0.3, edgecolor="black",
+                                linewidth=0.8, zorder=2))
+    ax.text(7.95, y, f"head {head + 1}: softmax$(Q_{{{head + 1}}} K_{{{head + 1}}}^\\top"
+            f"/\\sqrt{{{d_k}}})\\,V_{{{head + 1}}}$", ha="center", va="center",
+            fontsize=FONT - 0.5, zorder=3)
+    _arrow(ax, [(9.4, y), (9.65, y)])
+    ax.add_patch(Rectangle((9.7, y - row_h / 2), 0.3, row_h, facecolor=colour, alpha=0.75,
+                           edgecolor="black", linewidth=0.6, zorder=2))
+
+
+def _draw_merge(ax: Axes, n_q: int, d_model: int, h: int, d_k: int) -> None:
+    """``merge_heads`` and ``W^O`` on the right, ending in the output."""
+    _arrow(ax, [(10.15, 2.2), (11.15, 2.2)])
+    ax.text(10.65, 2.3, "merge_heads", ha="center", va="bottom", fontsize=FONT)
+    ax.text(10.65, 2.1, "(concat)", ha="center", va="top", fontsize=FONT - 1)
+    _matrix(ax, 11.2, 2.2, f"Concat ({n_q}, {h * d_k})", strips=h)
+    _arrow(ax, [(12.75, 2.2), (13.55, 2.2)])
+    ax.text(13.15, 2.3, "$W^O$", ha="center", va="bottom", fontsize=FONT)
+    ax.text(13.15, 2.1, f"({d_model}, {d_model})", ha="center", va="top", fontsize=FONT - 1)
+    _matrix(ax, 13.6, 2.2, f"output ({n_q}, {d_model})", colour="#8c8c8c")
+
+
 def plot_multi_head_attention(
     seq_len: int, d_model: int, num_heads: int, *, kv_len: int | None = None,
     ax: Axes | None = None, title: str | None = None,
@@ -424,25 +488,7 @@ def plot_multi_head_attention(
     top, bottom = 4.2, 0.2
     row_y = [top - (i + 0.5) * (top - bottom) / len(rows) for i in range(len(rows))]
     row_h = min(0.6, 0.8 * (top - bottom) / len(rows))
-    # Inputs and projections.
-    qkv_y = {"Q": 3.4, "K": 2.2, "V": 1.0}
-    if kv_len is None:
-        _matrix(ax, 0.0, 2.2, f"X ({n_q}, {d_model})")
-        sources = {name: (1.5, 2.2) for name in qkv_y}
-    else:
-        _matrix(ax, 0.0, 3.4, f"X_q ({n_q}, {d_model})")
-        _matrix(ax, 0.0, 1.6, f"X_kv ({n_k}, {d_model})")
-        sources = {"Q": (1.5, 3.4), "K": (1.5, 1.6), "V": (1.5, 1.6)}
-    for name, y in qkv_y.items():
-        length = n_q if name == "Q" else n_k
-        _arrow(ax, [sources[name], (2.6, y)])
-        middle = (sources[name][1] + y) / 2
-        if middle == y:  # a level arrow: the label above it; a slanted one: to its left
-            ax.text(2.05, y + 0.06, f"$W^{name}$", ha="center", va="bottom", fontsize=FONT)
-        else:
-            ax.text(1.95, middle, f"$W^{name}$", ha="right", va="center", fontsize=FONT)
-        _matrix(ax, 2.6, y, f"{name} ({length}, {d_model})", strips=h,
-                width=ICON_W, height=0.7)
+    _draw_projections(ax, n_q, None if kv_len is None else n_k, d_model, h)
     # split_heads, per-head attention, merge_heads.
     _arrow(ax, [(4.25, 2.2), (5.1, 2.2)])
     ax.text(4.65, 2.3, "split_heads", ha="center", va="bottom", fontsize=FONT)
@@ -450,35 +496,11 @@ def plot_multi_head_attention(
     for y, head in zip(row_y, rows, strict=True):
         if head is None:
             ax.text(7.4, y, "⋮", ha="center", va="center", fontsize=FONT + 6)
-            continue
-        colour = HEAD_COLOURS[head % 10]
-        for j, name in enumerate("QKV"):
-            ax.add_patch(Rectangle((5.2 + j * 0.34, y - row_h / 2), 0.26, row_h,
-                                   facecolor=colour, alpha=0.75, edgecolor="black",
-                                   linewidth=0.6, zorder=2))
-            ax.text(5.33 + j * 0.34, y, f"${name}_{{{head + 1}}}$", ha="center", va="center",
-                    fontsize=FONT - 2, zorder=3)
-        _arrow(ax, [(6.22, y), (6.45, y)])
-        ax.add_patch(FancyBboxPatch((6.5, y - row_h / 2), 2.9, row_h,
-                                    boxstyle="round,pad=0,rounding_size=0.06",
-                                    facecolor=colour, alpha=0.3, edgecolor="black",
-                                    linewidth=0.8, zorder=2))
-        ax.text(7.95, y, f"head {head + 1}: softmax$(Q_{{{head + 1}}} K_{{{head + 1}}}^\\top"
-                f"/\\sqrt{{{d_k}}})\\,V_{{{head + 1}}}$", ha="center", va="center",
-                fontsize=FONT - 0.5, zorder=3)
-        _arrow(ax, [(9.4, y), (9.65, y)])
-        ax.add_patch(Rectangle((9.7, y - row_h / 2), 0.3, row_h, facecolor=colour, alpha=0.75,
-                               edgecolor="black", linewidth=0.6, zorder=2))
+        else:
+            _draw_head_row(ax, y, row_h, head, d_k)
     ax.text(7.95, bottom - 0.05, f"each head: weights ({n_q}, {n_k}), output ({n_q}, {d_k})",
             ha="center", va="top", fontsize=FONT)
-    _arrow(ax, [(10.15, 2.2), (11.15, 2.2)])
-    ax.text(10.65, 2.3, "merge_heads", ha="center", va="bottom", fontsize=FONT)
-    ax.text(10.65, 2.1, "(concat)", ha="center", va="top", fontsize=FONT - 1)
-    _matrix(ax, 11.2, 2.2, f"Concat ({n_q}, {h * d_k})", strips=h)
-    _arrow(ax, [(12.75, 2.2), (13.55, 2.2)])
-    ax.text(13.15, 2.3, "$W^O$", ha="center", va="bottom", fontsize=FONT)
-    ax.text(13.15, 2.1, f"({d_model}, {d_model})", ha="center", va="top", fontsize=FONT - 1)
-    _matrix(ax, 13.6, 2.2, f"output ({n_q}, {d_model})", colour="#8c8c8c")
+    _draw_merge(ax, n_q, d_model, h, d_k)
     kind = "self-attention" if kv_len is None else "cross-attention"
     ax.set_title(title or f"Multi-head {kind}: {h} heads of width d_k = {d_model} / {h} = "
                           f"{d_k}", fontsize=FONT + 2)

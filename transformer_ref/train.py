@@ -47,6 +47,7 @@ from transformer_ref.presets import (
 )
 from transformer_ref.tokenizer import decode, encode_batch, load_or_train_tokenizer
 from transformer_ref.training import (
+    Checkpointing,
     cleanup_distributed,
     fit,
     init_distributed,
@@ -277,6 +278,25 @@ def _check_out_dir(out: Path, task: str, resume: bool) -> dict[str, Any] | None:
     return checkpoint if resume else None
 
 
+def _task_and_model(args: argparse.Namespace, preset: Preset, device: torch.device,
+                    resume_from: dict[str, Any] | None) -> tuple[TaskSetup, nn.Module]:
+    """The task's data and evaluation, and the model on ``device`` (a resumed run's
+    architecture comes from its checkpoint ``resume_from``)."""
+    if device.type == "cpu" and preset.cpu_threads is not None:
+        torch.set_num_threads(preset.cpu_threads)
+    seed_everything(args.seed)
+    if args.task == "multi30k":
+        tokenizer_json = resume_from.get("tokenizer") if resume_from else None
+        setup = multi30k_setup(preset, device, tokenizer_json, test=not args.no_test)
+    else:
+        setup = synthetic_setup(preset, args.seed, device)
+    if resume_from is not None:
+        model = build_model(**resume_from["model_config"])
+    else:
+        model = build_model(setup.vocab_size, setup.vocab_size, **preset.model)
+    return setup, model.to(device)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Train and evaluate as ``args`` asks; returns the metrics written to metrics.json."""
     wall_started = time.perf_counter()
@@ -293,19 +313,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     log(f"task {args.task}, preset {preset_name}, device {device_name(device)}, "
         f"processes {dist_info.world_size}, out {out}")
 
-    if device.type == "cpu" and preset.cpu_threads is not None:
-        torch.set_num_threads(preset.cpu_threads)
-    seed_everything(args.seed)
-    if args.task == "multi30k":
-        tokenizer_json = resume_from.get("tokenizer") if resume_from else None
-        setup = multi30k_setup(preset, device, tokenizer_json, test=not args.no_test)
-    else:
-        setup = synthetic_setup(preset, args.seed, device)
-    if resume_from is not None:
-        model = build_model(**resume_from["model_config"])
-    else:
-        model = build_model(setup.vocab_size, setup.vocab_size, **preset.model)
-    model.to(device)
+    setup, model = _task_and_model(args, preset, device, resume_from)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"{len(setup.train_pairs)} training pairs, vocabulary {setup.vocab_size}, "
         f"{n_params / 1e6:.2f}M parameters")
@@ -313,9 +321,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result = fit(
         model, setup.train_pairs, preset.train, device=device,
         evaluate=setup.evaluate, stop_when=setup.stop_when,
-        checkpoint_path=out / "checkpoint.pt", resume=resume_from is not None,
-        task=args.task, tokenizer=setup.tokenizer, extra={"preset": preset_name},
-        dist_info=dist_info, progress=not args.no_progress, log=log,
+        checkpoint=Checkpointing(out / "checkpoint.pt", resume=resume_from is not None,
+                                 task=args.task, tokenizer=setup.tokenizer,
+                                 extra={"preset": preset_name}),
+        progress=not args.no_progress, log=log,
     )
     report: dict[str, Any] = {}
     if dist_info.is_main:

@@ -14,12 +14,19 @@ Every ``eval_every`` steps an evaluation callback runs on the main process; it c
 training early (e.g. when held-out exact match reaches 100%). Checkpoints hold everything
 needed to resume exactly where training left off.
 
+:func:`fit` is the loop, read from top to bottom; what it keeps from step to step is one
+:class:`TrainState` (saved in and restored from checkpoints), the optimizer and what else a
+step uses are one :class:`Optimisation`, and the bar, the progress lines and reports are one
+:class:`Progress`.
+
 Multi-GPU: start the same command with ``torchrun --nproc_per_node=K``; :func:`init_distributed`
-joins the process group and :func:`fit` wraps the model in DistributedDataParallel.
+joins the process group, and :func:`fit`, in a process that joined one, wraps the model in
+DistributedDataParallel and trains on its share of every batch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
@@ -55,7 +62,8 @@ Pair = tuple[list[int], list[int]]
 
 @dataclass
 class TrainConfig:
-    """Optimisation settings (model settings live in ``make_model``'s arguments).
+    """Optimisation settings, and how often a run evaluates, saves and reports (model settings
+    live in ``make_model``'s arguments).
 
     Attributes:
         max_steps: optimizer steps to take at most.
@@ -68,6 +76,8 @@ class TrainConfig:
         clip_norm: gradient-norm clipping threshold, None for no clipping.
         eval_every: run the evaluation callback every this many steps (0: only at the end).
         save_every: save a checkpoint every this many steps (0: only at the end).
+        report_every: steps between progress reports (None: a twentieth of the steps a run
+            takes, at least 1); see :class:`Progress`.
         max_minutes: optional cap on training time (evaluation excluded, earlier runs included
             on resume); a run that reaches it stops before ``max_steps`` and says so. None (the
             presets' choice): no cap, so the same settings give the same model anywhere.
@@ -85,6 +95,7 @@ class TrainConfig:
     clip_norm: float | None = 1.0
     eval_every: int = 0
     save_every: int = 0
+    report_every: int | None = None
     max_minutes: float | None = None
     seed: int = 0
     amp: bool = True
@@ -94,6 +105,9 @@ class TrainConfig:
         for name in ("max_steps", "max_tokens", "warmup"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"TrainConfig.{name} must be positive, got {getattr(self, name)}")
+        if self.report_every is not None and self.report_every <= 0:
+            raise ValueError(f"TrainConfig.report_every must be positive or None, got "
+                             f"{self.report_every}")
         if self.decay not in ("inverse_sqrt", "linear"):
             raise ValueError(
                 f"TrainConfig.decay must be 'inverse_sqrt' or 'linear', got {self.decay!r}"
@@ -145,6 +159,14 @@ class DistInfo:
     @property
     def is_main(self) -> bool:
         return self.rank == 0
+
+    @classmethod
+    def current(cls) -> DistInfo:
+        """This process's place: in the process group it joined (:func:`init_distributed`),
+        or a single process."""
+        if not (dist.is_available() and dist.is_initialized()):
+            return cls()
+        return cls(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
 def init_distributed(device_spec: str = "auto") -> tuple[DistInfo, torch.device]:
@@ -304,211 +326,304 @@ def optimizer_step(
 
 
 # ---------------------------------------------------------------------------------------------
+# The run: its optimisation, its state, its clock and its progress
+
+
+@dataclass
+class Optimisation:
+    """What one optimizer step uses: the model (wrapped in DistributedDataParallel under
+    DDP), the plain model inside it, Adam and its schedule, the loss, mixed precision."""
+
+    model: nn.Module
+    plain: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    scaler: torch.amp.GradScaler
+    loss_sum_fn: LabelSmoothingLoss
+    amp_dtype: torch.dtype | None
+    device: torch.device
+    dist_info: DistInfo
+
+    @classmethod
+    def build(cls, model: nn.Module, config: TrainConfig, device: torch.device,
+              dist_info: DistInfo) -> Optimisation:
+        """The optimisation of ``model`` (built by ``make_model``, on ``device``)."""
+        plain = unwrap(model)
+        if dist_info.enabled:
+            model = DistributedDataParallel(
+                plain, device_ids=[device.index] if device.type == "cuda" else None
+            )
+        amp_dtype = autocast_dtype(device) if config.amp else None
+        optimizer, scheduler = make_optimizer(
+            plain, plain.config["d_model"], config.warmup, config.lr_factor,
+            decay=config.decay, total_steps=config.max_steps,
+        )
+        loss_sum_fn = LabelSmoothingLoss(
+            plain.config["tgt_vocab"], PAD_ID, config.smoothing, reduction="sum"
+        )
+        return cls(model, plain, optimizer, scheduler, make_grad_scaler(device, amp_dtype),
+                   loss_sum_fn, amp_dtype, device, dist_info)
+
+    def step(self, batch: Batch, global_tokens: int, clip_norm: float | None) -> float:
+        """One optimizer step on ``batch``; the summed loss of this process's examples."""
+        loss_sum = backward_step(
+            self.model, batch, self.loss_sum_fn, global_tokens=global_tokens,
+            world_size=self.dist_info.world_size, amp_dtype=self.amp_dtype, scaler=self.scaler,
+        )
+        optimizer_step(self.plain, self.optimizer, self.scheduler, self.scaler, clip_norm)
+        return float(loss_sum)
+
+    @property
+    def lr(self) -> float:
+        return self.scheduler.get_last_lr()[0]
+
+    def all_agree(self, flag: bool) -> bool:
+        """True if any process says True (so every process stops at the same step)."""
+        if not self.dist_info.enabled:
+            return flag
+        t = torch.tensor([1.0 if flag else 0.0], device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item() > 0)
+
+
+@dataclass
+class TrainState:
+    """Where a run stands; a checkpoint keeps it with the model, optimizer, schedule and random
+    state, so that a resumed run goes on exactly where it stopped.
+
+    Attributes:
+        step: optimizer steps taken (earlier runs included).
+        position: ``(epoch, batch index)`` of the next batch.
+        tokens: target tokens trained on.
+        seconds: seconds of training (evaluation excluded, earlier runs included).
+        history: one dict per evaluation (see :class:`TrainResult`).
+        metrics: the last evaluation's metrics.
+    """
+
+    step: int = 0
+    position: tuple[int, int] = (0, 0)
+    tokens: int = 0
+    seconds: float = 0.0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, run: Optimisation) -> TrainState:
+        """The state saved at ``path``; the model, optimizer, schedule and random state of
+        ``run`` are restored from it too."""
+        checkpoint = load_checkpoint(path, map_location="cpu")
+        step = restore_training_state(checkpoint, run.plain, run.optimizer, run.scheduler)
+        saved = checkpoint.get("extra") or {}
+        return cls(step, tuple(saved.get("data_position", (0, 0))), int(saved.get("tokens", 0)),
+                   float(saved.get("train_seconds", 0.0)), list(saved.get("history", [])))
+
+    def result(self, stop_reason: str | None) -> TrainResult:
+        """What :func:`fit` reports when the run ends here (early, for ``stop_reason``)."""
+        return TrainResult(step=self.step, train_seconds=self.seconds, tokens=self.tokens,
+                           tokens_per_second=self.tokens / max(self.seconds, 1e-9),
+                           metrics=self.metrics, history=self.history,
+                           stopped_early=stop_reason is not None, stop_reason=stop_reason)
+
+    def to_checkpoint(self, checkpoint: Checkpointing, run: Optimisation,
+                      config: TrainConfig) -> None:
+        """Save this state, ``run``'s and what ``checkpoint`` adds, at ``checkpoint.path``."""
+        state = {"data_position": list(self.position), "tokens": self.tokens,
+                 "train_seconds": self.seconds, "train_config": asdict(config),
+                 "history": self.history}
+        save_checkpoint(checkpoint.path, run.plain, optimizer=run.optimizer,
+                        scheduler=run.scheduler, step=self.step, task=checkpoint.task,
+                        tokenizer=checkpoint.tokenizer, metrics=self.metrics,
+                        extra={**checkpoint.extra, **state})
+
+
+@dataclass(frozen=True)
+class Checkpointing:
+    """Where a run saves its checkpoints, whether it resumes from there, and what the
+    checkpoint stores besides the training state (see :mod:`transformer_ref.checkpoint`).
+
+    Attributes:
+        path: the checkpoint file, saved every ``save_every`` steps and at the end.
+        resume: continue from ``path`` (model, optimizer, schedule, step, random state and
+            data position).
+        task, tokenizer, extra: stored in the checkpoint.
+    """
+
+    path: str | Path
+    resume: bool = False
+    task: str | None = None
+    tokenizer: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Stopwatch:
+    """Seconds of training: the time since it started, without the pauses (evaluation), plus
+    ``before`` (the seconds of earlier runs)."""
+
+    def __init__(self, before: float = 0.0) -> None:
+        self.before, self.paused_s = before, 0.0
+        self.started = time.perf_counter()
+
+    def seconds(self) -> float:
+        return self.before + time.perf_counter() - self.started - self.paused_s
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Time spent inside the block does not count."""
+        paused = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.paused_s += time.perf_counter() - paused
+
+
+class Progress:
+    """How far a run is, shown and reported, on the main process.
+
+    In a terminal a tqdm bar shows the steps, with the loss and learning rate every 20 steps;
+    elsewhere (a notebook, a log file) a line goes through ``log`` every ``report_every``
+    steps, so a long run is never silent, unless ``show`` is False. ``on_report`` is called at
+    each report with ``step``, ``train_loss`` (mean of the steps since the last report),
+    ``train_seconds``, ``lr`` and ``max_steps``, e.g. to draw a live loss curve. Evaluation and
+    stop lines go through :meth:`say`.
+    """
+
+    BAR_WINDOW = 20  # steps whose mean loss the bar shows, and evaluations report
+
+    def __init__(self, config: TrainConfig, start: int, *, main: bool, show: bool,
+                 log: Callable[[str], None],
+                 on_report: Callable[[dict[str, float]], None] | None) -> None:
+        self.max_steps, self.main, self.on_report, self.log = config.max_steps, main, on_report, log
+        self.lines = show and not (main and sys.stderr.isatty())
+        self.every = config.report_every or max(1, (config.max_steps - start) // 20)
+        self.bar = tqdm(total=config.max_steps, initial=start, unit="step",
+                        disable=not (show and main and sys.stderr.isatty()))
+        self.say = log if self.bar.disable else tqdm.write
+        self.window, self.report = [0.0, 0], [0.0, 0]  # summed loss and target tokens
+        self.recent_loss = math.nan  # mean over the last <= BAR_WINDOW steps
+        self.time_left = TimeLeft()  # from the steps after the first report: start-up is slow
+
+    def update(self, state: TrainState, loss_sum: float, n_tokens: int, lr: float) -> None:
+        """Count the step ``state.step`` (this process's ``loss_sum`` over ``n_tokens``)."""
+        for window in (self.window, self.report):
+            window[0] += loss_sum
+            window[1] += n_tokens
+        self.recent_loss = self.window[0] / max(self.window[1], 1)
+        self.bar.update(1)
+        if state.step % self.BAR_WINDOW == 0:
+            self.bar.set_postfix(loss=f"{self.recent_loss:.3f}", lr=f"{lr:.2e}")
+            self.window = [0.0, 0]
+        if self.main and (state.step % self.every == 0 or state.step == self.max_steps):
+            self._report(state, lr)
+
+    def _report(self, state: TrainState, lr: float) -> None:
+        loss = self.report[0] / max(self.report[1], 1)
+        self.report = [0.0, 0]
+        if self.on_report is not None:
+            self.on_report({"step": state.step, "train_loss": loss, "train_seconds": state.seconds,
+                            "lr": lr, "max_steps": self.max_steps})
+        self.time_left.update(state.step, state.seconds)
+        if self.lines:
+            self.log(f"step {state.step}/{self.max_steps}: train loss {loss:.3f}, "
+                     f"{state.seconds:.0f} s of training, "
+                     f"{self.time_left.describe(self.max_steps - state.step)}")
+
+
+# ---------------------------------------------------------------------------------------------
 # The loop
 
 
-def _all_agree(flag: bool, dist_info: DistInfo, device: torch.device) -> bool:
-    """True if any process says True (so every process stops at the same step)."""
-    if not dist_info.enabled:
-        return flag
-    t = torch.tensor([1.0 if flag else 0.0], device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item() > 0)
+def _evaluate(run: Optimisation, state: TrainState, shown: Progress,
+              evaluate: Callable[[nn.Module], dict[str, float]] | None,
+              stop_when: Callable[[dict[str, float]], bool] | None) -> bool:
+    """Evaluate on the main process (the plain model, in eval mode, without gradients), add the
+    metrics to the history and say them; whether every process should stop."""
+    stop = False
+    if evaluate is not None and run.dist_info.is_main:
+        run.plain.eval()
+        with torch.no_grad():
+            state.metrics = dict(evaluate(run.plain))
+        run.plain.train()
+        state.history.append({"step": state.step, "train_seconds": state.seconds,
+                              "train_loss": shown.recent_loss, **state.metrics})
+        shown.say(f"step {state.step}: train loss {shown.recent_loss:.3f}, "
+                  + ", ".join(f"{k} {v:.4g}" for k, v in state.metrics.items()))
+        stop = stop_when is not None and stop_when(state.metrics)
+    return run.all_agree(stop)
 
 
-def fit(
-    model: nn.Module,
-    train_pairs: list[Pair],
-    config: TrainConfig,
-    *,
-    device: torch.device,
-    evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
-    stop_when: Callable[[dict[str, float]], bool] | None = None,
-    checkpoint_path: str | Path | None = None,
-    resume: bool = False,
-    task: str | None = None,
-    tokenizer: str | None = None,
-    extra: dict[str, Any] | None = None,
-    dist_info: DistInfo | None = None,
-    progress: bool = True,
-    log: Callable[[str], None] = print,
-    report_every: int | None = None,
-    on_report: Callable[[dict[str, float]], None] | None = None,
-) -> TrainResult:
-    """Train ``model`` (built by ``make_model``) on ``train_pairs``.
+def _save(checkpoint: Checkpointing | None, state: TrainState, run: Optimisation,
+          config: TrainConfig) -> None:
+    """Save a checkpoint from the main process, if the run keeps checkpoints."""
+    if checkpoint is not None and run.dist_info.is_main:
+        state.to_checkpoint(checkpoint, run, config)
+
+
+def _stop_reason(config: TrainConfig, step: int, stop: bool, out_of_time: bool) -> str | None:
+    """Why training ends at ``step`` before ``max_steps``: the evaluation said ``stop``, or the
+    time cap is spent; None to go on."""
+    if step >= config.max_steps:
+        return None
+    if stop:
+        return "the evaluation's stopping criterion was met"
+    if out_of_time:
+        return (f"the {config.max_minutes:g}-minute time cap was spent after {step} of "
+                f"{config.max_steps} steps, so this model trained less than its preset asks")
+    return None
+
+
+def fit(model: nn.Module, train_pairs: list[Pair], config: TrainConfig, *, device: torch.device,
+        evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
+        stop_when: Callable[[dict[str, float]], bool] | None = None,
+        checkpoint: Checkpointing | None = None, progress: bool = True,
+        log: Callable[[str], None] = print,
+        on_report: Callable[[dict[str, float]], None] | None = None) -> TrainResult:
+    """Train ``model`` (built by ``make_model``, on ``device``) on ``train_pairs``, the
+    ``(src_ids, tgt_ids)`` lists (both ending with EOS), as ``config`` says.
 
     Args:
-        model: the model, on ``device``.
-        train_pairs: ``(src_ids, tgt_ids)`` lists, both ending with EOS.
-        config: optimisation settings.
-        device: where the model lives.
         evaluate: called with the plain model in eval mode every ``config.eval_every`` steps
             and at the end, on the main process; returns metrics. Each call adds its metrics to
             ``history`` with the step and the training seconds so far (``train_seconds``).
         stop_when: given those metrics, returns True to stop early.
-        checkpoint_path: where to save (every ``save_every`` steps and at the end).
-        resume: continue from ``checkpoint_path`` (model, optimizer, schedule, step, random
-            state and data position).
-        task, tokenizer, extra: stored in the checkpoint.
-        dist_info: process placement (default: a single process).
-        progress: show a tqdm bar when stderr is a terminal; elsewhere (a notebook, a log
-            file) write a progress line through ``log`` every ``report_every`` steps instead,
-            so a long run is never silent.
-        log: where progress and evaluation lines go.
-        report_every: steps between progress reports (default: a twentieth of the steps to
-            take, at least 1).
-        on_report: called on the main process at each progress report with ``step``,
-            ``train_loss`` (mean of the steps since the last report), ``train_seconds``,
-            ``lr`` and ``max_steps``, e.g. to draw a live loss curve.
+        checkpoint: where to save checkpoints and whether to resume from there (None: none).
+        progress, log, on_report: how the run shows and reports its progress (see
+            :class:`Progress`); ``log`` also gets the evaluation lines.
 
     Returns:
         A :class:`TrainResult`; ``metrics`` are the last evaluation's.
     """
-    dist_info = dist_info or DistInfo()
-    plain = unwrap(model)
-    if dist_info.enabled:
-        model = DistributedDataParallel(
-            plain, device_ids=[device.index] if device.type == "cuda" else None
-        )
-    amp_dtype = autocast_dtype(device) if config.amp else None
-    scaler = make_grad_scaler(device, amp_dtype)
-    loss_sum_fn = LabelSmoothingLoss(
-        plain.config["tgt_vocab"], PAD_ID, config.smoothing, reduction="sum"
-    )
-    optimizer, scheduler = make_optimizer(
-        plain, plain.config["d_model"], config.warmup, config.lr_factor,
-        decay=config.decay, total_steps=config.max_steps,
-    )
-
-    step, position, tokens_done, seconds_done = 0, (0, 0), 0, 0.0
-    earlier_history: list[dict[str, Any]] = []
-    if resume:
-        if checkpoint_path is None:
-            raise ValueError("resume=True needs a checkpoint_path to resume from")
-        checkpoint = load_checkpoint(checkpoint_path, map_location="cpu")
-        step = restore_training_state(checkpoint, plain, optimizer, scheduler)
-        saved = checkpoint.get("extra") or {}
-        position = tuple(saved.get("data_position", (0, 0)))
-        tokens_done = int(saved.get("tokens", 0))
-        seconds_done = float(saved.get("train_seconds", 0.0))
-        earlier_history = list(saved.get("history", []))
-        log(f"resumed from {checkpoint_path} at step {step}")
-
-    show_bar = progress and dist_info.is_main and sys.stderr.isatty()
-    if report_every is None:
-        report_every = max(1, (config.max_steps - step) // 20)
-    report_every = max(1, report_every)
-    bar = tqdm(total=config.max_steps, initial=step, disable=not show_bar, unit="step")
-    say = tqdm.write if show_bar else log
-    # On resume the history goes on from the earlier runs' evaluations.
-    result = TrainResult(step=step, train_seconds=0.0, tokens=tokens_done, tokens_per_second=0.0,
-                         history=earlier_history)
+    run = Optimisation.build(model, config, device, DistInfo.current())
+    state = TrainState()
+    if checkpoint is not None and checkpoint.resume:
+        state = TrainState.from_checkpoint(checkpoint.path, run)
+        log(f"resumed from {checkpoint.path} at step {state.step}")
+    shown = Progress(config, state.step, main=run.dist_info.is_main, show=progress, log=log,
+                     on_report=on_report)
     budget = config.max_minutes * 60.0 if config.max_minutes is not None else math.inf
-
-    def save(metrics: dict[str, float]) -> None:
-        if checkpoint_path is None or not dist_info.is_main:
-            return
-        state = {"data_position": list(position), "tokens": tokens_done,
-                 "train_seconds": seconds_done + elapsed_training, "train_config": asdict(config),
-                 "history": result.history}
-        save_checkpoint(checkpoint_path, plain, optimizer=optimizer, scheduler=scheduler,
-                        step=step, task=task, tokenizer=tokenizer, metrics=metrics,
-                        extra={**(extra or {}), **state})
-
-    def run_evaluation() -> bool:
-        """Evaluate on the main process; returns whether every process should stop."""
-        nonlocal evaluated_at
-        evaluated_at = step
-        stop = False
-        if evaluate is not None and dist_info.is_main:
-            plain.eval()
-            with torch.no_grad():
-                result.metrics = dict(evaluate(plain))
-            plain.train()
-            # Training seconds (evaluation excluded, earlier runs included on resume) give a
-            # quality-against-time curve.
-            result.history.append({"step": step, "train_seconds": seconds_done + elapsed_training,
-                                   "train_loss": recent_loss, **result.metrics})
-            shown = ", ".join(f"{k} {v:.4g}" for k, v in result.metrics.items())
-            say(f"step {step}: train loss {recent_loss:.3f}, {shown}")
-            stop = stop_when is not None and stop_when(result.metrics)
-        return _all_agree(stop, dist_info, device)
-
-    def report_progress() -> None:
-        nonlocal report_loss, report_tokens
-        if not dist_info.is_main:
-            return
-        loss = report_loss / max(report_tokens, 1)
-        report_loss, report_tokens = 0.0, 0
-        seconds = seconds_done + elapsed_training
-        if on_report is not None:
-            on_report({"step": step, "train_loss": loss, "train_seconds": seconds,
-                       "lr": scheduler.get_last_lr()[0], "max_steps": config.max_steps})
-        time_left.update(step, seconds)
-        if progress and not show_bar:
-            log(f"step {step}/{config.max_steps}: train loss {loss:.3f}, "
-                f"{seconds:.0f} s of training, {time_left.describe(config.max_steps - step)}")
-
-    model.train()
-    elapsed_training, window_loss, window_tokens = 0.0, 0.0, 0
-    report_loss, report_tokens = 0.0, 0
-    time_left = TimeLeft()  # from the steps after the first report: start-up is slow
-    recent_loss, evaluated_at = math.nan, -1
-    batches = iterate_batches(
-        train_pairs, config.max_tokens, seed=config.seed, dist_info=dist_info, start=position,
-        sort_by_length=config.sort_by_length,
-    )
-    started = time.perf_counter()
-    eval_seconds = 0.0
-    while step < config.max_steps:
-        position, batch, global_tokens = next(batches)
+    batches = iterate_batches(train_pairs, config.max_tokens, seed=config.seed,
+                              dist_info=run.dist_info, start=state.position,
+                              sort_by_length=config.sort_by_length)
+    run.model.train()
+    clock, evaluated_at, stop_reason = Stopwatch(state.seconds), -1, None
+    while state.step < config.max_steps and stop_reason is None:
+        state.position, batch, global_tokens = next(batches)
         batch = batch.to(device)
-        loss_sum = backward_step(
-            model, batch, loss_sum_fn, global_tokens=global_tokens,
-            world_size=dist_info.world_size, amp_dtype=amp_dtype, scaler=scaler,
-        )
-        optimizer_step(plain, optimizer, scheduler, scaler, config.clip_norm)
-        step += 1
-        tokens_done += global_tokens
-        window_loss += float(loss_sum)
-        window_tokens += batch.n_tokens
-        report_loss += float(loss_sum)
-        report_tokens += batch.n_tokens
-        elapsed_training = time.perf_counter() - started - eval_seconds
-        recent_loss = window_loss / max(window_tokens, 1)  # mean over the last <= 20 steps
-        bar.update(1)
-        if step % 20 == 0:
-            bar.set_postfix(loss=f"{recent_loss:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
-            window_loss, window_tokens = 0.0, 0
-
-        if step % report_every == 0 or step == config.max_steps:
-            report_progress()
-        out_of_time = _all_agree(seconds_done + elapsed_training >= budget, dist_info, device)
-        stop = False
-        if config.eval_every and step % config.eval_every == 0 and step < config.max_steps:
-            eval_started = time.perf_counter()
-            stop = run_evaluation()
-            eval_seconds += time.perf_counter() - eval_started
-        if config.save_every and step % config.save_every == 0:
-            save(result.metrics)
-        if (stop or out_of_time) and step < config.max_steps:
-            result.stopped_early = True
-            if stop:
-                result.stop_reason = "the evaluation's stopping criterion was met"
-            else:
-                result.stop_reason = (
-                    f"the {config.max_minutes:g}-minute time cap was spent after {step} of "
-                    f"{config.max_steps} steps, so this model trained less than its preset asks"
-                )
-            say(f"stopping at step {step}: {result.stop_reason}")
-            break
-    bar.close()
-
-    if evaluated_at != step:
-        run_evaluation()
-    save(result.metrics)
-    result.step = step
-    result.tokens = tokens_done
-    result.train_seconds = seconds_done + elapsed_training
-    result.tokens_per_second = tokens_done / max(result.train_seconds, 1e-9)
-    return result
+        loss_sum = run.step(batch, global_tokens, config.clip_norm)
+        state.step, state.tokens = state.step + 1, state.tokens + global_tokens
+        state.seconds = clock.seconds()
+        shown.update(state, loss_sum, batch.n_tokens, run.lr)
+        out_of_time = run.all_agree(state.seconds >= budget)
+        stop, due = False, config.eval_every and state.step % config.eval_every == 0
+        if due and state.step < config.max_steps:  # the last step's evaluation follows the loop
+            with clock.paused():
+                stop, evaluated_at = _evaluate(run, state, shown, evaluate, stop_when), state.step
+        if config.save_every and state.step % config.save_every == 0:
+            _save(checkpoint, state, run, config)
+        stop_reason = _stop_reason(config, state.step, stop, out_of_time)
+        if stop_reason is not None:
+            shown.say(f"stopping at step {state.step}: {stop_reason}")
+    shown.bar.close()
+    if evaluated_at != state.step:
+        _evaluate(run, state, shown, evaluate, stop_when)
+    _save(checkpoint, state, run, config)
+    return state.result(stop_reason)

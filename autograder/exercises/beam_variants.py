@@ -45,17 +45,11 @@ def _next_log_probs(model: Any, tokens: list[int], memory: Tensor, src_mask: Ten
     return torch.log_softmax(model.generator(hidden[:, -1]), dim=-1)[0].tolist()
 
 
-def beam_variant(
-    model: nn.Module, src: Tensor, src_mask: Tensor, max_len: int, beam_size: int = 4,
-    length_penalty: float = 0.6, bos_id: int = BOS_ID, eos_id: int = EOS_ID, *,
-    penalty: str = "gnmt",
-    prune: str = "normalised", pick: str = "normalised", stop: str = "all",
-    freeze: bool = True, global_top_k: bool = True, finished: str = "stay",
-    steps: int | None = None,
-) -> list[list[int]]:
-    """Beam search one sentence at a time over Python lists, with the rules switchable.
+@dataclass(frozen=True)
+class Switches:
+    """The rules :func:`beam_variant` can break; the defaults follow the course's rules.
 
-    Args:
+    Attributes:
         penalty: ``"gnmt"``, ``"power"`` (``length ** alpha``) or ``"none"``.
         prune: rank the candidates of a step by the ``"normalised"`` or the ``"raw"`` score.
         pick: the final answer: best ``"normalised"`` or ``"raw"`` score, or ``"unfinished"``
@@ -68,53 +62,100 @@ def beam_variant(
             and the others fill the beam; decoding stops once ``beam_size`` have finished,
             and the best finished one wins.
         steps: decoding steps instead of ``max_len``.
+    """
+
+    penalty: str = "gnmt"
+    prune: str = "normalised"
+    pick: str = "normalised"
+    stop: str = "all"
+    freeze: bool = True
+    global_top_k: bool = True
+    finished: str = "stay"
+    steps: int | None = None
+
+
+RULES = Switches()
+
+
+def beam_variant(
+    model: nn.Module, src: Tensor, src_mask: Tensor, max_len: int, beam_size: int = 4,
+    length_penalty: float = 0.6, bos_id: int = BOS_ID, eos_id: int = EOS_ID,
+    switches: Switches = RULES,
+) -> list[list[int]]:
+    """Beam search one sentence at a time over Python lists, with the rules switchable; the
+    arguments before ``switches`` are those of the graded ``beam_search``.
 
     Returns:
         One list of ids per sentence, cut before its first EOS.
     """
     import torch
 
-    lp = PENALTIES[penalty]
-
-    def score(hyp: Hypothesis, how: str = "normalised") -> float:
-        return hyp[1] if how == "raw" else hyp[1] / lp(len(hyp[0]), length_penalty)
-
-    results = []
+    search = _Search(model, beam_size, length_penalty, bos_id, eos_id, switches)
     with torch.no_grad():
-        for b in range(src.size(0)):
-            mask = src_mask[b : b + 1]
-            memory = model.encode(src[b : b + 1], mask)
-            beam: list[Hypothesis] = [([], 0.0, False)]
-            ended: list[Hypothesis] = []
-            for _ in range(max_len if steps is None else steps):
-                if all(done for _, _, done in beam) or len(ended) >= beam_size:
-                    break
-                if stop == "best" and max(beam, key=score)[2]:
-                    break
-                candidates: list[Hypothesis] = []
-                for tokens, log_p, done in beam:
-                    if done and freeze:
-                        candidates.append((tokens, log_p, True))
-                        continue
-                    row = _next_log_probs(model, tokens, memory, mask, bos_id)
-                    options = [(tokens + [v], log_p + p, done or v == eos_id)
-                               for v, p in enumerate(row)]
-                    if not global_top_k and len(beam) > 1:
-                        options = [max(options, key=score)]
-                    candidates.extend(options)
-                ranked = sorted(candidates, key=lambda h: score(h, prune), reverse=True)
-                if finished == "leave":
-                    ended += [h for h in ranked[: 2 * beam_size] if h[2]]
-                    beam = [h for h in ranked if not h[2]][:beam_size] or beam
-                else:
-                    beam = ranked[:beam_size]
-            pool = ended or beam
-            if pick == "unfinished" and not all(done for _, _, done in beam):
-                pool = [h for h in beam if not h[2]]
-            best = max(pool, key=lambda h: score(h, "raw" if pick == "raw" else "normalised"))
-            tokens = best[0]
-            results.append(tokens[: tokens.index(eos_id)] if eos_id in tokens else tokens)
-    return results
+        return [search.sentence(src[b : b + 1], src_mask[b : b + 1], max_len)
+                for b in range(src.size(0))]
+
+
+@dataclass(frozen=True)
+class _Search:
+    """One beam search: how its hypotheses are scored, extended and chosen."""
+
+    model: Any
+    beam_size: int
+    length_penalty: float
+    bos_id: int
+    eos_id: int
+    switches: Switches
+
+    def score(self, hyp: Hypothesis, how: str = "normalised") -> float:
+        if how == "raw":
+            return hyp[1]
+        return hyp[1] / PENALTIES[self.switches.penalty](len(hyp[0]), self.length_penalty)
+
+    def sentence(self, src: Tensor, mask: Tensor, max_len: int) -> list[int]:
+        """The ids found for one sentence (``src`` ``(1, S)``), cut before the first EOS."""
+        rules = self.switches
+        memory = self.model.encode(src, mask)
+        beam: list[Hypothesis] = [([], 0.0, False)]
+        ended: list[Hypothesis] = []
+        for _ in range(max_len if rules.steps is None else rules.steps):
+            if all(done for _, _, done in beam) or len(ended) >= self.beam_size:
+                break
+            if rules.stop == "best" and max(beam, key=self.score)[2]:
+                break
+            ranked = sorted(self._candidates(beam, memory, mask),
+                            key=lambda h: self.score(h, rules.prune), reverse=True)
+            if rules.finished == "leave":
+                ended += [h for h in ranked[: 2 * self.beam_size] if h[2]]
+                beam = [h for h in ranked if not h[2]][: self.beam_size] or beam
+            else:
+                beam = ranked[: self.beam_size]
+        tokens = self._answer(beam, ended)
+        return tokens[: tokens.index(self.eos_id)] if self.eos_id in tokens else tokens
+
+    def _candidates(self, beam: list[Hypothesis], memory: Tensor, mask: Tensor,
+                    ) -> list[Hypothesis]:
+        """Every continuation the hypotheses of ``beam`` propose for the next step."""
+        candidates: list[Hypothesis] = []
+        for tokens, log_p, done in beam:
+            if done and self.switches.freeze:
+                candidates.append((tokens, log_p, True))
+                continue
+            row = _next_log_probs(self.model, tokens, memory, mask, self.bos_id)
+            options = [(tokens + [v], log_p + p, done or v == self.eos_id)
+                       for v, p in enumerate(row)]
+            if not self.switches.global_top_k and len(beam) > 1:
+                options = [max(options, key=self.score)]
+            candidates.extend(options)
+        return candidates
+
+    def _answer(self, beam: list[Hypothesis], ended: list[Hypothesis]) -> list[int]:
+        """The tokens of the hypothesis picked as the answer."""
+        pick = self.switches.pick
+        pool = ended or beam
+        if pick == "unfinished" and not all(done for _, _, done in beam):
+            pool = [h for h in beam if not h[2]]
+        return max(pool, key=lambda h: self.score(h, "raw" if pick == "raw" else "normalised"))[0]
 
 
 @dataclass(frozen=True)
@@ -123,41 +164,41 @@ class Bug:
     the hint that names it."""
 
     name: str
-    switches: dict[str, Any]
+    switches: Switches
     hint: str
 
 
 BUGS = (
-    Bug("stop when the best has ended", {"stop": "best"},
+    Bug("stop when the best has ended", Switches(stop="best"),
         "decoding stopped as soon as the best hypothesis of each sentence had ended; go on "
         "until every hypothesis in the beam has ended (or max_len tokens were generated): a "
         "longer hypothesis can still overtake it once the length penalty rewards its length."),
-    Bug("survivors ranked by raw log P", {"prune": "raw"},
+    Bug("survivors ranked by raw log P", Switches(prune="raw"),
         "the survivors of each step were chosen by the raw log P: rank the candidates by the "
         "normalised score log P / ((5 + length) / 6) ** alpha when choosing the survivors too. "
         "Raw log P favours a hypothesis that ended early, whose length no longer grows."),
-    Bug("final pick by raw log P", {"pick": "raw"},
+    Bug("final pick by raw log P", Switches(pick="raw"),
         "the answer was picked by the raw log P: pick the hypothesis with the best normalised "
         "score log P / ((5 + length) / 6) ** alpha."),
-    Bug("final pick among unfinished hypotheses", {"pick": "unfinished"},
+    Bug("final pick among unfinished hypotheses", Switches(pick="unfinished"),
         "the answer was the best hypothesis that had not ended: finished hypotheses compete "
         "too; pick the best normalised score among all hypotheses of the beam."),
-    Bug("finished hypotheses extended", {"freeze": False},
+    Bug("finished hypotheses extended", Switches(freeze=False),
         "hypotheses went on after their EOS (their score or length kept changing): a "
         "hypothesis that emitted EOS keeps its score and length and is not extended; it stays "
         "in the beam with a single free continuation."),
-    Bug("length ** alpha penalty", {"penalty": "power"},
+    Bug("length ** alpha penalty", Switches(penalty="power"),
         "these hypotheses come from the penalty length ** alpha; use GNMT's "
         "((5 + length) / 6) ** alpha, with length = generated tokens including EOS."),
-    Bug("no length normalisation", {"penalty": "none"},
+    Bug("no length normalisation", Switches(penalty="none"),
         "these are the hypotheses of beam search without length normalisation: rank every "
         "candidate by log P / ((5 + length) / 6) ** length_penalty, both when choosing the "
         "survivors at each step and when picking the final answer."),
-    Bug("finished hypotheses leave the beam", {"finished": "leave"},
+    Bug("finished hypotheses leave the beam", Switches(finished="leave"),
         "hypotheses that ended were moved out of the beam, and unfinished ones took their "
         "places: here a hypothesis that emitted EOS stays in the beam, where it still "
         "competes for a place, and decoding stops once every hypothesis in the beam has ended."),
-    Bug("each hypothesis keeps its own best continuation", {"global_top_k": False},
+    Bug("each hypothesis keeps its own best continuation", Switches(global_top_k=False),
         "each hypothesis kept only its own best continuation: all beam_size * vocab "
         "candidates of a sentence compete together for the beam_size places."),
 )

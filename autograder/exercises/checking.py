@@ -621,13 +621,7 @@ def compare(
         ``got`` as validated.
     """
     expected = np.asarray(expected)
-    if dtype is None:
-        if expected.dtype == np.bool_:
-            dtype = "bool"
-        elif np.issubdtype(expected.dtype, np.floating):
-            dtype = "float"
-        else:
-            dtype = expected.dtype
+    dtype = _required_dtype(expected) if dtype is None else dtype
     exact_float = not isinstance(dtype, str) and np.issubdtype(np.dtype(dtype), np.floating)
     hints = list(hints)
     if (dtype == "bool" and _zeros_and_ones(got, expected.shape)
@@ -651,6 +645,16 @@ def compare(
         note(("float dtype", got.dtype.str, np.dtype(dtype).str),
              dtype_note(got.dtype, np.dtype(dtype), what, dtype_rule, dtype_advice))
     return got
+
+
+def _required_dtype(expected: np.ndarray) -> str | np.dtype:
+    """What :func:`compare` requires of a result by default: ``"bool"`` for boolean
+    ``expected``, ``"float"`` (any float dtype) for floating ``expected``, else its dtype."""
+    if expected.dtype == np.bool_:
+        return "bool"
+    if np.issubdtype(expected.dtype, np.floating):
+        return "float"
+    return expected.dtype
 
 
 def _zeros_and_ones(got: Any, shape: tuple[int, ...]) -> bool:

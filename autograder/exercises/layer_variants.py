@@ -189,6 +189,44 @@ def residual_words(norm_first: bool) -> str:
     return "x + dropout(sublayer(norm(x)))" if norm_first else "norm(x + dropout(sublayer(x)))"
 
 
+def _residual_hints(reference: nn.Module, x: Tensor,
+                    steps: Callable[[nn.Module], Sequence[Step]],
+                    seeded: Callable[[Callable[[], Tensor]], Tensor],
+                    norm_first: bool) -> list[Hint]:
+    """The hints of :func:`check_residual_dropout`: the reference layer run on ``x`` with its
+    dropout in the other places, each computed by ``seeded`` (the learner's seed)."""
+    import torch
+
+    def twice(h: Tensor) -> Tensor:
+        return reference.dropout(reference.dropout(h))
+
+    def typed_in(h: Tensor) -> Tensor:  # the paper's rate, typed in instead of the argument
+        return torch.nn.functional.dropout(h, TYPED_IN_RATE, training=True)
+
+    place_words = {
+        "none": "the sub-layer outputs get no dropout",
+        "after_norm": "dropout acts after the layer norm",
+        "on_sum": "dropout acts on the sum that includes the residual x, so x itself is dropped",
+    }
+    where = residual_words(norm_first)
+    hints = [Hint(f"{words}: apply the layer's dropout to each sub-layer's output before it is "
+                  f"added to x, {where}.",
+                  buggy=seeded(lambda place=place: run(x, steps(reference), reference.dropout,
+                                                       norm_first=norm_first,
+                                                       dropout_at=place)))
+             for place, words in place_words.items()]
+    hints.append(Hint(f"dropout acts twice on each sub-layer's output: apply it once, {where}.",
+                      buggy=seeded(lambda: run(x, steps(reference), twice,
+                                               norm_first=norm_first))))
+    if reference.dropout.p != TYPED_IN_RATE:
+        hints.append(Hint(f"the sub-layer outputs are dropped with p={TYPED_IN_RATE} typed in, "
+                          f"not with the layer's dropout argument (p={reference.dropout.p}): "
+                          f"build the dropout from the argument.",
+                          buggy=seeded(lambda: run(x, steps(reference), typed_in,
+                                                   norm_first=norm_first))))
+    return hints
+
+
 def check_residual_dropout(
     ctx: CheckContext, pair: ModulePair, inputs: Sequence[Any], sublayers: Sequence[str],
     steps: Callable[[nn.Module], Sequence[Step]], norm_first: bool, what: str,
@@ -217,35 +255,9 @@ def check_residual_dropout(
             manual_seed(reference, seed)
             return compute()
 
-    def twice(h: Tensor) -> Tensor:
-        return reference.dropout(reference.dropout(h))
-
-    def typed_in(h: Tensor) -> Tensor:  # the paper's rate, typed in instead of the argument
-        return torch.nn.functional.dropout(h, TYPED_IN_RATE, training=True)
-
     expected = seeded(lambda: reference(*inputs))
-    x = inputs[0]
-    place_words = {
-        "none": "the sub-layer outputs get no dropout",
-        "after_norm": "dropout acts after the layer norm",
-        "on_sum": "dropout acts on the sum that includes the residual x, so x itself is dropped",
-    }
     where = residual_words(norm_first)
-    hints = [Hint(f"{words}: apply the layer's dropout to each sub-layer's output before it is "
-                  f"added to x, {where}.",
-                  buggy=seeded(lambda place=place: run(x, steps(reference), reference.dropout,
-                                                       norm_first=norm_first,
-                                                       dropout_at=place)))
-             for place, words in place_words.items()]
-    hints.append(Hint(f"dropout acts twice on each sub-layer's output: apply it once, {where}.",
-                      buggy=seeded(lambda: run(x, steps(reference), twice,
-                                               norm_first=norm_first))))
-    if reference.dropout.p != TYPED_IN_RATE:
-        hints.append(Hint(f"the sub-layer outputs are dropped with p={TYPED_IN_RATE} typed in, "
-                          f"not with the layer's dropout argument (p={reference.dropout.p}): "
-                          f"build the dropout from the argument.",
-                          buggy=seeded(lambda: run(x, steps(reference), typed_in,
-                                                   norm_first=norm_first))))
+    hints = _residual_hints(reference, inputs[0], steps, seeded, norm_first)
     compare_tensors(got, expected,
                     f"output of {what} in training mode with {' and '.join(sublayers)} in eval "
                     f"mode (so only the layer's own dropout acts, on each sub-layer's output: "

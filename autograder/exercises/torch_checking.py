@@ -176,6 +176,19 @@ def expected_signature(reference: Any) -> str:
     return f"{name}({', '.join(parts)})"
 
 
+@contextmanager
+def signature_hint(what: str, reference: Any) -> Iterator[None]:
+    """A learner's call inside the block (through :func:`call_torch`) that raised a TypeError
+    fails with a hint: ``what`` must accept the arguments of ``reference``."""
+    try:
+        yield
+    except CheckFailure as exc:
+        if isinstance(exc.__cause__, TypeError):
+            raise CheckFailure(f"{exc} Hint: {what} must accept the arguments of "
+                               f"{expected_signature(reference)}.") from exc.__cause__
+        raise
+
+
 def construct(ctx: CheckContext, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> nn.Module:
     """Instantiate the learner's class ``fn(*args, **kwargs)`` and check it is an ``nn.Module``.
 
@@ -185,14 +198,9 @@ def construct(ctx: CheckContext, fn: Callable[..., Any], *args: Any, **kwargs: A
     """
     torch = _torch()
     signature = expected_signature(ctx.reference)
-    try:
-        with torch.random.fork_rng(devices=[]):  # leave the learner's random stream alone
-            module = call_torch(fn, *args, **kwargs)
-    except CheckFailure as exc:
-        if isinstance(exc.__cause__, TypeError):
-            raise CheckFailure(f"{exc} Hint: the constructor must accept the arguments of "
-                               f"{signature}.") from exc.__cause__
-        raise
+    # Leave the learner's random stream alone.
+    with signature_hint("the constructor", ctx.reference), torch.random.fork_rng(devices=[]):
+        module = call_torch(fn, *args, **kwargs)
     if not isinstance(module, torch.nn.Module):
         fail(f"{_name_of(fn)}(...) returned {describe(module)}, expected an instance of a "
              f"torch.nn.Module subclass: define `class {getattr(ctx.reference, '__name__', 'X')}"
@@ -449,16 +457,9 @@ def agrees(got: Tensor, expected: Tensor) -> bool:
     return _worst(to_numpy(got).astype(np.float64), to_numpy(expected)) <= 1
 
 
-def compare_forward(
-    ctx: CheckContext,
-    pair: ModulePair,
-    inputs: Sequence[Any],
-    *,
-    call_description: str | None = None,
-    hints: Iterable[Hint] = (),
-    gradients: bool = True,
-    input_names: Sequence[str] | None = None,
-) -> Tensor:
+def compare_forward(ctx: CheckContext, pair: ModulePair, inputs: Sequence[Any], *,
+                    call_description: str | None = None, hints: Iterable[Hint] = (),
+                    gradients: bool = True, input_names: Sequence[str] | None = None) -> Tensor:
     """Run both modules on ``inputs``, compare the outputs, then the gradients.
 
     The gradients are those of ``sum(out * cotangent)`` for one random ``cotangent`` drawn

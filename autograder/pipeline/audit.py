@@ -782,22 +782,13 @@ def chapter_of(path: Path) -> str | None:
     return None
 
 
-def submissions(course: Course, chapters: Iterable[str], student: str | None
-                ) -> list[tuple[str, str, Path]]:
-    """``(student, chapter, path)`` of every collected notebook under ``<course>/submitted``."""
-    found = []
-    submitted = course.step_folder("submitted")
-    wanted = set(chapters)
-    if not submitted.is_dir():
-        return found
-    for student_dir in sorted(p for p in submitted.iterdir() if p.is_dir()):
-        if student is not None and student_dir.name != student:
-            continue
-        for chapter_dir in sorted(p for p in student_dir.iterdir() if p.is_dir()):
-            if chapter_dir.name in wanted:
-                found.extend((student_dir.name, chapter_dir.name, nb)
-                             for nb in sorted(chapter_dir.glob("*.ipynb")))
-    return found
+def submitted_notebooks(course: Course, chapters: Iterable[str], student: str | None,
+                        ) -> list[tuple[str, str, Path]]:
+    """``(student, chapter, path)`` of every collected notebook of ``chapters`` (of
+    ``student`` alone, when given), by student, chapter and path."""
+    return sorted((name, chapter, notebook) for chapter in set(chapters)
+                  for name in course.students("submitted", chapter) if student in (None, name)
+                  for notebook in course.step_dir("submitted", name, chapter).glob("*.ipynb"))
 
 
 def audit_submissions(
@@ -806,7 +797,7 @@ def audit_submissions(
     """``(student, chapter, finding)`` for every collected submission of ``chapters``."""
     rows = []
     releases: dict[str, Any] = {}
-    for learner, chapter, path in submissions(course, chapters, student):
+    for learner, chapter, path in submitted_notebooks(course, chapters, student):
         if chapter not in releases:
             releases[chapter] = read_release(chapter, course)
         rows += [(learner, chapter, f) for f in audit_file(path, release=releases[chapter])]

@@ -1,8 +1,6 @@
 """Where learners are graded: the worker processes of a Dask cluster.
 
-    with grading_client(jobs=2) as client:                       # a LocalCluster on this machine
-        ...
-    with grading_client(scheduler="tcp://10.0.0.5:8786") as client:   # an existing cluster
+    with grading_client(jobs=2) as client:   # or scheduler="tcp://10.0.0.5:8786"
         for item, future in in_order(client, items, submit):
             ...
 
@@ -10,68 +8,68 @@ Every worker is a process with one thread: grading code (nbgrader, nbformat, the
 the libraries they call, which parse Python with ``ast``) is never run by two threads of one
 interpreter. A worker grades one learner after the other, so its imports are paid once.
 
-The process that calls :func:`in_order` hands each learner to a worker that has nothing else
-to do, and only then. So a worker that dies (killed, out of memory, a crash) was grading one
-learner only: that learner is graded again on another worker, and after :data:`MAX_DEATHS`
-deaths it is given up (:class:`WorkersDiedError`), which the caller turns into a flag for that
-learner alone. The grader counts the deaths itself, with Dask's own retries off on a local
-cluster: Dask would hand a learner it regrades to a worker that is still busy with another,
-and a second death there would be charged to both.
+Dask schedules, with the settings of ``dask.yaml`` next to this module (``--jobs`` applies
+them; the scheduler of a cluster of your own reads them through ``DASK_CONFIG``):
 
-Grading on other machines needs the same course on every one of them (:func:`versions` says
-what must agree; the grader refuses workers that differ).
+* one learner per worker at a time: the scheduler sends a root task to a worker only while the
+  worker has a free thread (``worker-saturation: 1.0``); the other learners wait in the
+  scheduler, in their order, and a restarted worker gets one once it runs. So a worker that
+  dies was grading one learner only, and nothing moves a learner (``work-stealing: false``);
+* that learner is graded again on another worker; after its third death Dask gives it up
+  (``allowed-failures: 2``, then ``KilledWorker``), which the caller flags for it alone;
+* a run with no running worker for two minutes ends (``no-workers-timeout``: ``NoWorkerError``).
+
+What is written here, and why (each measured in ``tests/pipeline/test_cluster.py``):
+
+* :func:`submit_root` marks each learner as a root task. Dask queues only the tasks it takes
+  for root tasks, and guesses that from the size of their group (more than twice the cluster's
+  threads): three learners on two workers were placed at once, two on one worker. Worker
+  resources (``learner=1``) are no substitute: a worker runs one learner at a time, but the
+  scheduler hands it all of its learners at once, and a death is charged to each of them.
+* :func:`in_order` hands Dask at most twice as many learners as the cluster has threads (a
+  learner travels with its files: a class is never all in memory), fetches and releases each
+  result as soon as its task ends (a worker that died later would take a finished learner with
+  it, and Dask would grade it again), and yields the results in the learners' order.
+
+Grading on other machines needs the same course on every one of them
+(:mod:`autograder.pipeline.workers`).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import fnmatch
-import functools
-import hashlib
 import logging
-import os
-import sys
 import tempfile
-import time
-from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict
-from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
-
-from autograder.course import COURSE_FOLDER, IGNORED_FILES, ROOT, Course
-from autograder.exercises.checking import DEVELOPMENT_SECRET, grading_secret
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from distributed import Client, Future, as_completed
+    from distributed import Client, Future
 
-    from autograder.sandbox.launcher import Limits
 
-# Deaths of the workers grading one learner after which the learner is given up.
+# Dask's settings for grading: the local cluster's, and what a scheduler of your own needs.
+DASK_CONFIG = Path(__file__).with_name("dask.yaml")
+# Deaths of the workers grading one learner after which the learner is given up (Dask's
+# allowed-failures are the deaths it forgives).
 MAX_DEATHS = 3
-# Seconds to reach a scheduler, and to wait for a worker (the first one, or one to take over
-# from workers that died).
-CONNECT_TIMEOUT_S = 30
-WORKERS_TIMEOUT_S = 120
-# Seconds between looks for an idle worker while a learner waits for one, and between looks
-# for a finished learner meanwhile (whose worker then takes the next one at once).
-POLL_S = 0.5
-READY_POLL_S = 0.01
-# Dask settings of the local cluster (``--jobs N``); an existing cluster keeps its own.
-LOCAL_CONFIG = {
-    # A task whose worker dies fails at once (KilledWorker) and in_order decides where it
-    # runs again.
-    "distributed.scheduler.allowed-failures": 0,
-    # The statistical profiler samples the grading thread from a thread of its own every
-    # 10 ms: CPU that grading needs, for figures nobody reads here.
-    "distributed.worker.profile.enabled": False,
-}
-# A submission travels inside its task; a large notebook is expected, not a mistake to warn of.
-CLIENT_CONFIG = {"distributed.admin.large-graph-warning-threshold": "128MiB"}
-PACKAGES = ("autograder", "transformer_ref")
 T = TypeVar("T")
+
+
+def grading_settings() -> dict[str, Any]:
+    """The settings of :data:`DASK_CONFIG`, as ``dask.config.set`` takes them (dotted keys)."""
+    import dask
+
+    def dotted(tree: dict[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
+        for key, value in tree.items():
+            if isinstance(value, dict):
+                yield from dotted(value, f"{prefix}{key}.")
+            else:
+                yield f"{prefix}{key}", value
+
+    (tree,) = dask.config.collect_yaml([str(DASK_CONFIG)])
+    return dict(dotted(tree, ""))
 
 
 @contextlib.contextmanager
@@ -79,7 +77,9 @@ def grading_client(jobs: int = 1, scheduler: str | None = None) -> Iterator[Clie
     """A Dask client whose workers grade: ``jobs`` local worker processes, or the workers of
     the cluster whose scheduler is at ``scheduler``.
 
-    The local cluster listens on 127.0.0.1 only and is shut down on leaving the block.
+    The local cluster listens on 127.0.0.1 only, runs with :func:`grading_settings` and is shut
+    down on leaving the block. A scheduler of your own that runs without them is used, with a
+    warning that says what it does not guarantee then.
 
     Raises:
         ConnectionError: the scheduler cannot be reached, or no worker joins it in time.
@@ -88,12 +88,14 @@ def grading_client(jobs: int = 1, scheduler: str | None = None) -> Iterator[Clie
     import dask
     from distributed import Client, LocalCluster
 
-    with dask.config.set(CLIENT_CONFIG), contextlib.ExitStack() as stack:
+    from autograder.pipeline.workers import connect
+
+    with dask.config.set(grading_settings()), contextlib.ExitStack() as stack:
         if scheduler is None:
             # The scheduler's and workers' scratch space goes when the cluster does (Dask's
             # default, <tmp>/dask-scratch-space, would outlive every run).
             scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="grading-"))
-            with dask.config.set({**LOCAL_CONFIG, "temporary-directory": scratch}):
+            with dask.config.set({"temporary-directory": scratch}):
                 # No dashboard; the scheduler's HTTP endpoints (health, metrics) on a free
                 # port rather than 8787, which another cluster may hold.
                 cluster = stack.enter_context(LocalCluster(
@@ -102,126 +104,70 @@ def grading_client(jobs: int = 1, scheduler: str | None = None) -> Iterator[Clie
                     scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}))
             yield stack.enter_context(Client(cluster))
             return
-        try:
-            client = stack.enter_context(Client(scheduler, timeout=CONNECT_TIMEOUT_S))
-        except (OSError, TimeoutError) as exc:
-            raise ConnectionError(
-                f"cannot reach the Dask scheduler at {scheduler} ({exc}). Start one with "
-                f"`dask scheduler` and workers with `dask worker {scheduler} --nthreads 1`, or "
-                "grade on this machine with --jobs N") from exc
-        try:
-            client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
-        except TimeoutError as exc:
-            raise ConnectionError(
-                f"no worker joined the Dask scheduler at {scheduler} within "
-                f"{WORKERS_TIMEOUT_S} s; start workers with `dask worker {scheduler} "
-                "--nthreads 1`") from exc
-        threaded = {address: n for address, n in client.nthreads().items() if n != 1}
-        if threaded:
-            listed = ", ".join(f"{address} ({n} threads)" for address, n in threaded.items())
-            raise ValueError(f"grading needs workers with one thread each, but {listed}; "
-                             f"restart them with `dask worker {scheduler} --nthreads 1`")
+        client = stack.enter_context(connect(scheduler))
+        for problem in scheduler_problems(client):
+            logging.getLogger(__name__).warning("the Dask scheduler at %s %s", scheduler, problem)
         yield client
 
 
-class WorkersDiedError(RuntimeError):
-    """The workers grading one item died ``deaths`` times; it was given up."""
+def scheduler_problems(client: Client) -> list[str]:
+    """How the scheduler of ``client`` differs from :data:`DASK_CONFIG` where it matters, and
+    what grading then no longer guarantees."""
+    wanted = {k: v for k, v in grading_settings().items()
+              if k.endswith(("worker-saturation", "work-stealing"))}
+    there = client.run_on_scheduler(lambda dask_scheduler: {
+        "distributed.scheduler.worker-saturation": dask_scheduler.WORKER_SATURATION,
+        "distributed.scheduler.work-stealing": "stealing" in dask_scheduler.extensions})
+    differ = [f"{k.rsplit('.', 1)[1]} {there[k]} (not {v})" for k, v in wanted.items()
+              if there[k] != v]
+    return [f"runs with {' and '.join(differ)}: a worker may be handed a second learner while "
+            "it grades one, and its death is charged to both; start it with "
+            f"DASK_CONFIG={DASK_CONFIG} dask scheduler"] if differ else []
 
-    def __init__(self, deaths: int) -> None:
-        super().__init__(f"the workers grading this item died {deaths} times")
-        self.deaths = deaths
+
+def submit_root(client: Client, key: str, function: Callable[..., Any], *args: Any) -> Future:
+    """``client.submit(function, *args, key=key)`` as a root task: the scheduler keeps it until
+    a worker has a free thread (see the module's docstring)."""
+    from dask.task_spec import Task
+
+    # A new priority generation for every task (fifo_timeout 0): they start in this order.
+    (future,) = client.get({key: Task(key, function, *args, _data_producer=True)}, [key],
+                           sync=False, fifo_timeout=0)
+    return future
 
 
-def in_order(client: Client, items: Sequence[T], submit: Callable[[T, str], Future],
+def in_order(client: Client, items: Sequence[T], submit: Callable[[T], Future],
              ) -> Iterator[tuple[T, concurrent.futures.Future]]:
-    """Run ``submit(item, worker)`` for every item; yield each item with its finished future, in
-    the order of ``items``.
+    """Run ``submit(item)`` for every item; yield each item with its finished future, in the
+    order of ``items``.
 
-    ``submit`` must run the item on ``worker`` (the address of a worker with nothing else to
-    do): ``client.submit(..., workers=[worker], allow_other_workers=True)``. An item is
-    submitted as soon as a worker is idle, so an idle worker never waits and a busy one is never
-    handed a second item that its death would take with it. An item whose worker dies
-    (``KilledWorker``) is submitted again, before the items that have not started, until its
-    workers died :data:`MAX_DEATHS` times; it then ends with :class:`WorkersDiedError`. Each
-    result is fetched as soon as its task finishes and yielded as a settled
+    At most twice as many items as the cluster has threads are submitted and not finished at a
+    time. Each result is fetched as soon as its task ends and yielded as a settled
     :class:`concurrent.futures.Future` (its value, or the error that ended the task).
-
-    Raises:
-        ConnectionError: no worker was left for :data:`WORKERS_TIMEOUT_S` seconds.
     """
-    from distributed import KilledWorker, as_completed
+    from distributed import as_completed
 
-    waiting = deque(range(len(items)))  # indexes of the items without a worker
-    running: dict[Future, tuple[int, str]] = {}
-    deaths: Counter[int] = Counter()
+    pending = iter(enumerate(items))
+    running: dict[Future, int] = {}
     finished: dict[int, concurrent.futures.Future] = {}
     completed = as_completed()
     ready = 0
-    without_workers_since = None
 
-    def hand_out() -> None:
-        busy = {worker for _, worker in running.values()}
-        for worker in idle_workers(client, busy):
-            if not waiting:
-                return
-            index = waiting.popleft()
-            future = submit(items[index], worker)
-            running[future] = (index, worker)
+    def top_up() -> None:
+        ahead = 2 * max(1, sum(client.nthreads().values()))
+        while len(running) < ahead and (following := next(pending, None)) is not None:
+            index, item = following
+            future = submit(item)
+            running[future] = index
             completed.add(future)
 
-    while waiting or running:
-        if waiting:
-            hand_out()
-        if not running:  # every worker died or left: wait for one to (re)join
-            without_workers_since = without_workers_since or time.monotonic()
-            if time.monotonic() - without_workers_since > WORKERS_TIMEOUT_S:
-                raise ConnectionError(f"no Dask worker was left to grade on for "
-                                      f"{WORKERS_TIMEOUT_S} s")
-            time.sleep(POLL_S)
-            continue
-        without_workers_since = None
-        if waiting and not completed.has_ready():
-            # A restarted worker may join before a running item ends.
-            _wait_for_ready(completed, POLL_S)
-            continue
-        future = next(completed)
-        index, _ = running.pop(future)
-        outcome = _settled(future)
-        error = outcome.exception()
-        if isinstance(error, KilledWorker):
-            # Dask's own retries (on a cluster that allows them) are deaths too.
-            deaths[index] += error.allowed_failures + 1
-            if deaths[index] < MAX_DEATHS:
-                waiting.appendleft(index)
-                continue
-            outcome = concurrent.futures.Future()
-            outcome.set_exception(WorkersDiedError(deaths[index]))
-        finished[index] = outcome
+    top_up()
+    for future in completed:
+        finished[running.pop(future)] = _settled(future)
+        top_up()
         while ready in finished:
             yield items[ready], finished.pop(ready)
             ready += 1
-
-
-def _wait_for_ready(completed: as_completed, seconds: float) -> None:
-    """Return once ``completed`` (a Dask ``as_completed``) has a finished future, or after
-    ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while not completed.has_ready() and time.monotonic() < deadline:
-        time.sleep(READY_POLL_S)
-
-
-def idle_workers(client: Client, busy: set[str]) -> list[str]:
-    """The workers that can take an item now: running, given no task by the scheduler, and not
-    in ``busy`` (the workers just handed an item, which the scheduler may not know of yet).
-
-    A worker that has joined but is still starting is not running yet (a restarted worker, for
-    a moment). Dask would place a task meant for it on another worker, a busy one included.
-    """
-
-    def idle_on_scheduler(dask_scheduler) -> list[str]:  # runs in the scheduler
-        return [worker.address for worker in dask_scheduler.running if not worker.processing]
-
-    return sorted(set(client.run_on_scheduler(idle_on_scheduler)) - busy)
 
 
 def _settled(future: Future) -> concurrent.futures.Future:
@@ -237,145 +183,3 @@ def _settled(future: Future) -> concurrent.futures.Future:
         settled.set_exception(exc)
     future.release()
     return settled
-
-
-def on_one_thread() -> None:
-    """Raise unless this code runs in a Dask worker of one thread (or outside Dask).
-
-    Raises:
-        RuntimeError: the worker runs several threads, so two learners could be graded at once
-            in one interpreter.
-    """
-    from distributed import get_worker
-
-    try:
-        worker = get_worker()
-    except ValueError:  # not in a worker: called directly, one learner at a time
-        return
-    if worker.state.nthreads != 1:
-        raise RuntimeError(f"the Dask worker {worker.address} runs {worker.state.nthreads} "
-                           "threads; grading needs one thread per worker: restart it with "
-                           "`dask worker SCHEDULER --nthreads 1`")
-
-
-# ------------------------------------------------------------------ the same course everywhere
-
-
-def versions(root: str | os.PathLike, chapter: str) -> dict[str, str]:
-    """Digests of what grading ``chapter`` depends on, on this machine.
-
-    A worker grades with its own checkout, so the grader compares these with its own: the
-    course's code (``autograder`` and ``transformer_ref``), Python and the installed packages
-    the course pins, the chapter's source notebook and release folder under ``root``, and the
-    grading secret (``AUTOGRADER_SECRET``, which sets the hidden tests' inputs; only a one-way
-    digest of it is shown).
-    """
-    course = Course.of(root)
-    secret = grading_secret() or DEVELOPMENT_SECRET
-    return {
-        "course code": _code_digest(),
-        "Python and packages": _digest([_packages().encode()]),
-        f"{chapter} notebooks": _digest(
-            [p.relative_to(course.root).as_posix().encode() + b"\0" + p.read_bytes()
-             for p in _chapter_files(course, chapter)]),
-        "grading secret": _digest([f"{secret}\0worker check".encode()]),
-    }
-
-
-def differences(expected: dict[str, str], root: str | os.PathLike, chapter: str) -> list[str]:
-    """The names of :func:`versions` entries in which this machine differs from ``expected``."""
-    if not Path(root).is_dir():
-        return [f"the course root {root} (not on this machine)"]
-    here = versions(root, chapter)
-    return [name for name, digest in expected.items() if here.get(name) != digest]
-
-
-def _digest(parts: list[bytes]) -> str:
-    hasher = hashlib.sha256()
-    for part in parts:
-        hasher.update(hashlib.sha256(part).digest())
-    return hasher.hexdigest()[:16]
-
-
-def _chapter_files(course: Course, chapter: str) -> list[Path]:
-    """The files grading reads for ``chapter``: its source notebook and the files at the top
-    of its release folder (the notebook and the data files copied next to the learner's)."""
-    release = course.release_dir(chapter)
-    files = [course.source_notebook(chapter)]
-    if release.is_dir():
-        files += sorted(p for p in release.iterdir() if p.is_file() and not any(
-            fnmatch.fnmatch(p.name, pattern) for pattern in IGNORED_FILES))
-    return [p for p in files if p.is_file()]
-
-
-@functools.cache
-def _code_digest() -> str:
-    """Digest of the course's Python files (once per process: its code is loaded by then)."""
-    parts = []
-    for package in PACKAGES:
-        for folder, dirs, files in os.walk(ROOT / package):
-            # The default course folder (the learners' files) lives inside the package.
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__"
-                             and Path(folder, d) != ROOT / COURSE_FOLDER)
-            parts += [Path(folder, f).relative_to(ROOT).as_posix().encode() + b"\0"
-                      + Path(folder, f).read_bytes() for f in sorted(files) if f.endswith(".py")]
-    return _digest(parts)
-
-
-@functools.cache
-def _packages() -> str:
-    """Python's version and the installed version of each package the course requires (a
-    local build label such as torch's ``+cpu`` or ``+cu128`` is the same release)."""
-    names = [r.split(";")[0].split("==")[0].strip()
-             for r in metadata.requires("build-the-transformer") or [] if "extra ==" not in r]
-    return " ".join([sys.version.split()[0],
-                     *(f"{n}=={metadata.version(n).split('+')[0]}" for n in sorted(names))])
-
-
-def check_workers(client: Client, root: str | None, wanted: dict[str, dict[str, str]]) -> None:
-    """Refuse a cluster whose workers would grade with another course than this one.
-
-    Args:
-        root: the course root the workers use; None for each worker's own checkout.
-        wanted: chapter -> this machine's :func:`versions` of it.
-
-    Raises:
-        ValueError: a worker differs; the message names it and what differs.
-    """
-    found = client.run(worker_differences, root, wanted)
-    bad = {address: names for address, names in sorted(found.items()) if names}
-    if bad:
-        listed = "; ".join(f"{address}: {', '.join(names)}" for address, names in bad.items())
-        raise ValueError(f"workers whose course differs from this one ({listed}). Every worker "
-                         "needs the same checkout of the course, installed the same way, and "
-                         "the same AUTOGRADER_SECRET")
-
-
-def check_sandboxes(client: Client, limits: Limits) -> None:
-    """Refuse a cluster on whose workers a sandbox cannot start or run the course's Python
-    (:func:`~autograder.sandbox.launcher.sandbox_problem`), before anyone is graded.
-
-    Raises:
-        GraderFaultError: a worker cannot; the message names it, the cause and the fix.
-    """
-    from autograder.sandbox.launcher import GraderFaultError, grader_fault
-
-    found = client.run(worker_sandbox_problem, asdict(limits))
-    bad = [f"on the worker {address}, {grader_fault(problem)}"
-           for address, problem in sorted(found.items()) if problem]
-    if bad:
-        raise GraderFaultError("; ".join(bad))
-
-
-def worker_sandbox_problem(limits: dict[str, float]) -> str | None:
-    """:func:`~autograder.sandbox.launcher.sandbox_problem` on a worker."""
-    from autograder.sandbox.launcher import Limits, sandbox_problem
-
-    return sandbox_problem(Limits(**limits))
-
-
-def worker_differences(root: str | None, wanted: dict[str, dict[str, str]]) -> list[str]:
-    """What differs here from ``wanted`` (chapter -> :func:`versions`), over all chapters."""
-    here = ROOT if root is None else root
-    return sorted({name for chapter, expected in wanted.items()
-                   for name in differences(expected, here, chapter)})

@@ -29,6 +29,7 @@ worker that dies grading it again and again, costs only that learner.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -54,7 +55,7 @@ from autograder.notebook import (
     strip_hidden_tests,
 )
 from autograder.pipeline.collect import SECRET_FILE, TIMESTAMP_FILE
-from autograder.pipeline.submission import read_submission
+from autograder.pipeline.submission import Reading, read_submission
 from autograder.sandbox.launcher import ExecutionResult, GraderFaultError, Learner, Limits
 
 
@@ -89,7 +90,7 @@ class Submission:
 
     It carries the learner's files, not paths into the course folder, so that a worker needs
     no shared folder; the course's own notebooks come from the worker's checkout, which must be
-    the same course (``versions``, see :func:`autograder.pipeline.cluster.versions`).
+    the same course (``versions``, see :func:`autograder.pipeline.workers.versions`).
     """
 
     student: str
@@ -233,40 +234,58 @@ def _execution_flags(result: ExecutionResult, graded: set[str]) -> list[Flag]:
 
 def grade_submission(task: Task) -> Outcome:
     """Grade one submission (the worker's job); never raises because of the submission."""
-    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
-
     from autograder.pipeline.restore import restore_test_cells
-    from autograder.pipeline.verify import Verification, kernel_course_folder
-    from autograder.sandbox.launcher import execute_notebook
 
     started = time.monotonic()
     course, chapter = Course.of(task.root), task.chapter
     source_nb = nbformat.read(course.source_notebook(chapter), as_version=4)
-    release_dir = course.release_dir(chapter)
     release_nb = nbformat.read(course.release_notebook(chapter), as_version=4)
-    limits = Limits(**task.limits)
 
     def done(nb: NotebookNode, flags: list[Flag]) -> Outcome:
         return Outcome(task.student, chapter, nbformat.writes(nb), flags,
                        time.monotonic() - started)
 
     reading = read_submission(Path(task.submission))
-    nb, refusal = reading.notebook, reading.refusal
-    if nb is not None and not nb.cells:
-        refusal = Flag("empty_notebook", None, "the notebook has no cells")
-    if nb is not None and refusal is None:
-        wrong = _wrong_chapter(nb, source_nb, chapter)
-        refusal = Flag("wrong_chapter", None, wrong) if wrong else None
+    refusal = _refusal(reading, source_nb, chapter)
     if refusal is not None:
         return done(placeholder(release_nb, refusal.reason), [*reading.flags, refusal])
-
+    nb = reading.notebook
     restored, flags = restore_test_cells(nb, release_nb)
     flags = [*reading.flags, *flags, *audit_flags(nb, release_nb)]
     with_hidden_tests(restored, source_nb)
-    ids = exercise_ids(source_nb)
+    executed, checked = _execute_and_verify(task, course, restored, source_nb)
+    flags += checked
+    flags += drop_unknown_grade_ids(executed, release_nb)
+    strip_for_learners(executed)
+    return done(executed, _unique(flags))
+
+
+def _refusal(reading: Reading, source_nb: NotebookNode, chapter: str) -> Flag | None:
+    """Why the notebook read cannot be graded (unreadable, empty, another chapter's), or None."""
+    nb = reading.notebook
+    if nb is None or reading.refusal is not None:
+        return reading.refusal
+    if not nb.cells:
+        return Flag("empty_notebook", None, "the notebook has no cells")
+    wrong = _wrong_chapter(nb, source_nb, chapter)
+    return Flag("wrong_chapter", None, wrong) if wrong else None
+
+
+def _execute_and_verify(task: Task, course: Course, restored: NotebookNode,
+                        source_nb: NotebookNode) -> tuple[NotebookNode, list[Flag]]:
+    """Execute the restored notebook in the sandbox while the learner processes start, then
+    verify the cells the kernel passed; the executed notebook (unconfirmed passes failed) and
+    the flags of both."""
+    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+
+    from autograder.pipeline.verify import Verification, kernel_course_folder
+    from autograder.sandbox.launcher import execute_notebook
+
+    chapter, ids = task.chapter, exercise_ids(source_nb)
     # One budget (deadline, memory, processes) for everything this learner's code runs.
-    with Learner(limits) as learner, tempfile.TemporaryDirectory(prefix="grade-") as files:
-        for item in release_dir.iterdir():  # data files the chapter needs, from the release
+    with Learner(Limits(**task.limits)) as learner, \
+            tempfile.TemporaryDirectory(prefix="grade-") as files:
+        for item in course.release_dir(chapter).iterdir():  # the chapter's data files
             if item.is_file() and item.suffix != ".ipynb":
                 shutil.copy2(item, files)
         # The restored notebook: its cells have the release's nbgrader roles.
@@ -280,7 +299,7 @@ def grade_submission(task: Task) -> Outcome:
             # How a cell's prints reach the notebook, as one stream output or several, depends
             # on timing: merged, grading the same submission again gives the same notebook.
             executed, _ = CoalesceStreamsPreprocessor().preprocess(result.notebook, {})
-            flags += _execution_flags(result, set(ids))
+            flags = _execution_flags(result, set(ids))
             passed = _kernel_passes(executed, result)
             # Verification confirms the kernel's passes; with none there is nothing to confirm
             # (and a notebook that hangs would only hang again).
@@ -288,6 +307,13 @@ def grade_submission(task: Task) -> Outcome:
         flags += _budget_flags(learner, result)
     for check in verified.values():
         flags += list(check.flags)
+    return executed, flags + _confirm(passed, verified, ids)
+
+
+def _confirm(passed: list[NotebookNode], verified: dict, ids: dict[str, str]) -> list[Flag]:
+    """Fail each cell the kernel passed that the grader's own check (``verified``, by exercise
+    id) does not confirm; a ``verification_failed`` flag each."""
+    flags = []
     for cell in passed:
         cell_grade_id = grade_id(cell)
         check = verified.get(ids.get(cell_grade_id, ""))
@@ -299,9 +325,7 @@ def grade_submission(task: Task) -> Outcome:
             flags.append(Flag("verification_failed", cell_grade_id,
                               f"{cell_grade_id} passed in the notebook but not in the grader's own "
                               f"check; scored 0. {why}"))
-    flags += drop_unknown_grade_ids(executed, release_nb)
-    strip_for_learners(executed)
-    return done(executed, _unique(flags))
+    return flags
 
 
 def _kernel_passes(executed: NotebookNode, result: ExecutionResult) -> list[NotebookNode]:
@@ -384,7 +408,7 @@ def grade_safely(submission: Submission) -> Outcome:
     that differs from the grader's, a sandbox that cannot start: :func:`_blame`) ends as an
     Outcome with a ``fault`` instead.
     """
-    from autograder.pipeline.cluster import differences, on_one_thread
+    from autograder.pipeline.workers import differences, on_one_thread
 
     started = time.monotonic()
     student, chapter = submission.student, submission.chapter
@@ -455,24 +479,19 @@ class Summary:
     seconds: float
 
 
-def submissions(course: Course, chapter: str, students: Iterable[str] | None) -> list[str]:
-    """Students with a submission folder for ``chapter``, sorted."""
+def submitted_students(course: Course, chapter: str, students: Iterable[str] | None,
+                       ) -> list[str]:
+    """The students (of ``students``, default all) with a submission folder for ``chapter``,
+    sorted."""
     wanted = set(students) if students is not None else None
     return [s for s in course.students("submitted", chapter) if wanted is None or s in wanted]
 
 
-def autograde(
-    chapters: Iterable[str],
-    *,
-    root: str | os.PathLike = ROOT,
-    course_dir: str | os.PathLike | None = None,
-    jobs: int = 1,
-    scheduler: str | None = None,
-    students: Iterable[str] | None = None,
-    limits: Limits | None = None,
-    progress: Callable[[int], object] | None = None,
-    copy_check: bool = True,
-) -> list[Summary]:
+def autograde(chapters: Iterable[str], *, root: str | os.PathLike = ROOT,
+              course_dir: str | os.PathLike | None = None, jobs: int = 1,
+              scheduler: str | None = None, students: Iterable[str] | None = None,
+              limits: Limits | None = None, progress: Callable[[int], object] | None = None,
+              copy_check: bool = True) -> list[Summary]:
     """Grade every collected submission of ``chapters`` and store the results.
 
     Learners are graded in Dask worker processes (:mod:`autograder.pipeline.cluster`), each
@@ -482,9 +501,8 @@ def autograde(
 
     Args:
         chapters: chapter ids.
-        root: the course root (``solutions/``, ``notebooks/``). Workers on other machines use
-            their own checkout when this is the repository, else the same path on their
-            machine.
+        root: the course root (``solutions/``, ``notebooks/``); workers on other machines use
+            their own checkout when it is this repository, else the same path there.
         course_dir: the nbgrader course folder; ``<root>/autograder/course`` by default.
         jobs: worker processes of the local cluster, one learner each at a time.
         scheduler: the address of an existing Dask scheduler (``tcp://host:8786``) whose
@@ -493,31 +511,23 @@ def autograde(
         limits: sandbox limits (default: :class:`Limits`).
         progress: called with the number of tasks, returns an object with ``update(n)`` and
             ``close()`` (a tqdm bar); ``None`` for no progress display.
-        copy_check: then compare every graded learner of each chapter with the course's code
-            and with each other (:mod:`autograder.pipeline.similarity`), which writes their
-            ``similarity`` flags and the class report.
+        copy_check: then compare each chapter's learners with the course's code and with each
+            other (:mod:`autograder.pipeline.similarity`: ``similarity`` flags, class report).
 
     Returns:
         One :class:`Summary` per graded submission, sorted by student and chapter.
 
     Raises:
-        ValueError: ``jobs`` is not a positive integer, or the cluster's workers run several
-            threads or hold another version of the course.
+        ValueError: ``jobs`` is not a positive integer, or a worker runs several threads or
+            holds another version of the course.
         ConnectionError: the scheduler cannot be reached or has no workers.
-        autograder.pipeline.secret.SecretError: no class's secret that learners cannot
-            read (:func:`~autograder.pipeline.secret.require_grading_secret`).
-        GraderFaultError: the sandbox cannot start or run the course's Python (checked before
-            anyone is graded, and again where a learner's runs fail): nothing is recorded
-            for the learners not stored yet (see :func:`_blame`).
+        autograder.pipeline.secret.SecretError: no class's secret that learners cannot read.
+        GraderFaultError: the sandbox cannot run the course's Python (checked first, and where
+            a learner's runs fail: :func:`_blame`); the learners not stored yet keep no record.
     """
-    from autograder.pipeline.cluster import (
-        check_sandboxes,
-        check_workers,
-        grading_client,
-        versions,
-    )
-    from autograder.pipeline.release import ensure_recorded
+    from autograder.pipeline.cluster import grading_client
     from autograder.pipeline.secret import require_grading_secret
+    from autograder.pipeline.similarity import after_grading
     from autograder.sandbox.launcher import check_sandbox
 
     if scheduler is None and (not isinstance(jobs, int) or jobs < 1):
@@ -525,44 +535,82 @@ def autograde(
     require_grading_secret()
     course = Course.of(root, course_dir).resolved()
     limits = limits or Limits()
-    worker_root = None if course.root == ROOT else str(course.root)
     if scheduler is None:
         # The local workers run this Python on this machine: its sandbox is checked before
         # anything starts or is written.
         check_sandbox(limits)
     # The cluster first: a scheduler that cannot be reached fails the run before any work.
     with grading_client(jobs, scheduler) as client:
-        if scheduler is not None:
+        plan = Plan.checked(client, course, chapters, students, limits,
+                            elsewhere=scheduler is not None)
+        results = _store_in_order(client, plan, progress)
+    # Copy detection needs the whole class of a chapter, so it runs once all are graded.
+    results = after_grading(list(plan.versions), results, course) if copy_check else results
+    return sorted(results, key=lambda s: (s.student, s.chapter))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one run grades, and how each learner travels to a worker.
+
+    Attributes:
+        course: the course, its paths absolute.
+        limits: the sandbox's limits.
+        root: the course root the workers use; None for each worker's own checkout (the
+            course is this repository).
+        versions: chapter -> this machine's :func:`~autograder.pipeline.workers.versions`.
+        pairs: ``(student, chapter)`` of every submission, in the order of the chapters and
+            the students.
+    """
+
+    course: Course
+    limits: Limits
+    root: str | None
+    versions: dict[str, dict[str, str]]
+    pairs: list[tuple[str, str]]
+
+    @classmethod
+    def checked(cls, client, course: Course, chapters: Iterable[str],
+                students: Iterable[str] | None, limits: Limits, *, elsewhere: bool) -> Plan:
+        """The plan for grading ``chapters`` on ``client``'s workers, once they are checked:
+        a sandbox starts on each (``elsewhere``: workers on other machines, whose sandbox the
+        caller has not checked) and each holds this course.
+
+        Raises:
+            ValueError: a worker holds another version of the course.
+            GraderFaultError: a worker cannot start a sandbox.
+        """
+        from autograder.pipeline.release import ensure_recorded
+        from autograder.pipeline.workers import check_sandboxes, check_workers, versions
+
+        if elsewhere:
             check_sandboxes(client, limits)
         wanted, pairs = {}, []
         for chapter in chapters:
             ensure_recorded(chapter, course.root, course.folder)
             wanted[chapter] = versions(course.root, chapter)
-            pairs += [(student, chapter) for student in submissions(course, chapter, students)]
-        check_workers(client, worker_root, wanted)
+            pairs += [(student, chapter)
+                      for student in submitted_students(course, chapter, students)]
+        root = None if course.root == ROOT else str(course.root)
+        check_workers(client, root, wanted)
+        return cls(course, limits, root, wanted, pairs)
 
-        def submit(pair: tuple[str, str], worker: str):
-            # Packed only now: the files of one learner per worker are in memory at a time.
-            student, chapter = pair
-            submission = pack(course, student, chapter, limits=limits, root=worker_root,
-                              versions=wanted[chapter])
-            # Another worker only if this one left the cluster before the task reached it.
-            return client.submit(grade_safely, submission,
-                                 key=f"grade-{chapter}-{student}-{uuid.uuid4().hex}",
-                                 workers=[worker], allow_other_workers=True)
+    def submit(self, client, pair: tuple[str, str]):
+        """Start grading ``pair`` on a worker (a Dask future of its :class:`Outcome`)."""
+        from autograder.pipeline.cluster import submit_root
 
-        results = _store_in_order(client, pairs, submit, course, progress)
-    # Copy detection needs the whole class of a chapter, so it runs once all are graded.
-    from autograder.pipeline.similarity import after_grading
-
-    results = after_grading(list(wanted), results, course) if copy_check else results
-    return sorted(results, key=lambda s: (s.student, s.chapter))
+        # Packed only now: only the learners handed to Dask have their files in memory.
+        student, chapter = pair
+        submission = pack(self.course, student, chapter, limits=self.limits, root=self.root,
+                          versions=self.versions[chapter])
+        return submit_root(client, f"grade-{chapter}-{student}-{uuid.uuid4().hex}",
+                           grade_safely, submission)
 
 
-def _store_in_order(client, pairs: list[tuple[str, str]], submit, course: Course,
-                    progress: Callable[[int], object] | None) -> list[Summary]:
-    """Store each learner's outcome, in the order of ``pairs``, as soon as it and those before
-    it are graded (``submit`` starts one on a worker); stop at the first grader fault.
+def _store_in_order(client, plan: Plan, progress: Callable[[int], object] | None,
+                    ) -> list[Summary]:
+    """Store each learner's outcome, in the order of the plan, as soon as it and those before
+    it are graded; stop at the first grader fault.
 
     Raises:
         GraderFaultError: a learner's outcome is the grader's fault; it and the learners after
@@ -570,11 +618,12 @@ def _store_in_order(client, pairs: list[tuple[str, str]], submit, course: Course
     """
     from autograder.pipeline.cluster import in_order
 
-    config = course.config()
+    config, course, pairs = plan.course.config(), plan.course, plan.pairs
     results: list[Summary] = []
     bar = progress(len(pairs)) if progress else None
     try:
-        for (student, chapter), future in in_order(client, pairs, submit):
+        for (student, chapter), future in in_order(
+                client, pairs, functools.partial(plan.submit, client)):
             outcome = _finished(future, student, chapter)
             if outcome.fault is not None:
                 raise GraderFaultError(
@@ -608,23 +657,24 @@ def _finished(future, student: str, chapter: str) -> Outcome:
     died, or it raised) becomes a flag of its learner.
 
     Raises:
-        ConnectionError: the task was cancelled: the cluster is gone, which says nothing about
-            this learner, so nothing is stored for it.
+        ConnectionError: the task was cancelled, or waited for a worker in vain: the cluster is
+            gone, which says nothing about this learner, so nothing is stored for it.
     """
     from concurrent.futures import CancelledError
 
-    from autograder.pipeline.cluster import WorkersDiedError
+    from distributed import KilledWorker
+    from distributed.scheduler import NoWorkerError
 
     try:
         return future.result()
-    except CancelledError as exc:
+    except (CancelledError, NoWorkerError) as exc:
         raise ConnectionError(f"lost the Dask cluster while grading {student}/{chapter} "
                               f"({exc}); the learners stored so far are kept, grade again to "
                               "finish the others") from exc
-    except WorkersDiedError as exc:
+    except KilledWorker as exc:
         flag = Flag("worker_died", None,
                     f"the worker process grading this submission died "
-                    f"{exc.deaths} times (a crash, a memory limit or a lost "
+                    f"{exc.allowed_failures + 1} times (a crash, a memory limit or a lost "
                     "machine); it was not graded and scores 0. Look at the submission, then "
                     "grade this learner again")
     except Exception as exc:

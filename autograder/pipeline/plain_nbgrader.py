@@ -124,9 +124,9 @@ class SandboxedAutograde(NotebookExporter):
         converter = self.parent
         if resources is None or not getattr(converter, "_sanitizing", False):
             return super().from_filename(filename, resources, **kw)
-        from autograder.pipeline.cluster import versions
         from autograder.pipeline.grade import _store, grade_safely, pack
         from autograder.pipeline.gradebook import forget_ungraded
+        from autograder.pipeline.workers import versions
         from autograder.sandbox.launcher import Limits
 
         course = course_of(converter.coursedir)

@@ -6,13 +6,20 @@ replaced by stubs, hidden tests removed, outputs cleared), every chapter is reco
 gradebook with its graded cells and points, and, given an exchange, the chapters are released
 into it for learners to fetch. ``nbgrader release_assignment`` and the formgrader's Release
 button run the same function (:class:`autograder.pipeline.plain_nbgrader.CourseRelease`).
+
+A chapter's trained models (:data:`LINKED_FILES`, such as chapter 10's translator) are kept
+once, in its source folder: the release holds a relative link to each, which everything that
+reads the release follows, and which the exchange turns into a copy for learners. So the
+repository holds each model once, and replacing one adds one file to its history.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from autograder.course import (
     CHAPTERS,
@@ -23,6 +30,9 @@ from autograder.course import (
     course_config,
     ensure_alembic_on_path,
 )
+
+# The files of a chapter's source folder that its release links to instead of copying.
+LINKED_FILES = ("*.pt",)
 
 
 def chapters_in(root: str | os.PathLike = ROOT) -> list[str]:
@@ -83,9 +93,25 @@ def generate(
                 f"nbgrader generate_assignment {chapter} failed:\n"
                 f"{result.get('log', '')}\n{result.get('error', '')}"
             )
+        link_to_source(Course.of(root), chapter)
         if progress is not None:
             progress(f"[{number}/{len(chapters)}] {chapter}: notebooks/{chapter}/ written "
                      f"({time.monotonic() - started:.1f} s)")
+
+
+def link_to_source(course: Course, chapter: str) -> list[Path]:
+    """Replace each file of ``chapter``'s release that :data:`LINKED_FILES` names by a relative
+    link to the source's file of that name; the links made."""
+    linked = []
+    for source in sorted(course.source_dir(chapter).iterdir()):
+        if not (source.is_file() and any(fnmatch.fnmatch(source.name, pattern)
+                                         for pattern in LINKED_FILES)):
+            continue
+        target = course.release_dir(chapter) / source.name
+        target.unlink(missing_ok=True)
+        target.symlink_to(os.path.relpath(source, target.parent))
+        linked.append(target)
+    return linked
 
 
 def release(

@@ -94,52 +94,66 @@ def read_submission(path: Path) -> Reading:
     :class:`Reading` with a ``refusal`` (``unreadable_notebook``, ``notebook_too_large`` or
     ``notebook_too_deep``).
     """
-    flags: list[Flag] = []
+    read = _json_of(path)
+    if isinstance(read, Flag):
+        return Reading(None, (), read)
+    data, flags = read
+    repaired = _repaired(data, flags)
+    if isinstance(repaired, Flag):
+        return Reading(None, tuple(flags), repaired)
+    return Reading(nbformat.v4.to_notebook_json(repaired), tuple(flags))
 
-    def refuse(code: str, reason: str) -> Reading:
-        return Reading(None, tuple(flags), Flag(code, None, reason))
 
+def _json_of(path: Path) -> tuple[Any, list[Flag]] | Flag:
+    """The JSON in the file at ``path`` and an ``invalid_unicode`` flag if it needed one, or
+    why it cannot be read (a refusal)."""
     if not path.is_file():
-        return refuse("unreadable_notebook", f"no notebook at {path.name} in the submission")
+        return Flag("unreadable_notebook", None, f"no notebook at {path.name} in the submission")
     size = path.stat().st_size
     if size > MAX_NOTEBOOK_BYTES:
-        return refuse("notebook_too_large",
-                      f"the notebook is {size_text(size)}, more than the "
-                      f"{size_text(MAX_NOTEBOOK_BYTES)} a notebook may be; it was not graded. "
-                      "Ask the learner to clear the outputs (Edit > Clear Outputs of All Cells) "
-                      "and hand it in again")
+        return Flag("notebook_too_large", None,
+                    f"the notebook is {size_text(size)}, more than the "
+                    f"{size_text(MAX_NOTEBOOK_BYTES)} a notebook may be; it was not graded. "
+                    "Ask the learner to clear the outputs (Edit > Clear Outputs of All Cells) "
+                    "and hand it in again")
     raw = path.read_bytes()
     if not raw.strip():
-        return refuse("unreadable_notebook", "the notebook file is empty (0 bytes of JSON)")
+        return Flag("unreadable_notebook", None, "the notebook file is empty (0 bytes of JSON)")
     text, bad_bytes = _decode(raw)
     depth = json_depth(text)
     if depth > MAX_JSON_DEPTH:
-        return refuse("notebook_too_deep",
-                      f"the notebook's JSON nests {depth:,} levels deep ({size_text(len(raw))}), "
-                      f"more than the {MAX_JSON_DEPTH} a notebook ever needs; it was not "
-                      "written by Jupyter and was not graded")
+        return Flag("notebook_too_deep", None,
+                    f"the notebook's JSON nests {depth:,} levels deep ({size_text(len(raw))}), "
+                    f"more than the {MAX_JSON_DEPTH} a notebook ever needs; it was not "
+                    "written by Jupyter and was not graded")
     try:
         data = json.loads(text)
     except ValueError as exc:
-        return refuse("unreadable_notebook",
-                      f"the notebook is not valid JSON ({exc}); it may be truncated or edited "
-                      "outside Jupyter. Ask the learner to save it again from Jupyter")
-    if bad_bytes:
-        flags.append(Flag("invalid_unicode", None,
-                          f"the file holds {bad_bytes:,} byte(s) that are not UTF-8 text; they "
-                          "were read as U+FFFD (the replacement character) and the rest was "
-                          "graded"))
+        return Flag("unreadable_notebook", None,
+                    f"the notebook is not valid JSON ({exc}); it may be truncated or edited "
+                    "outside Jupyter. Ask the learner to save it again from Jupyter")
+    if not bad_bytes:
+        return data, []
+    return data, [Flag("invalid_unicode", None,
+                       f"the file holds {bad_bytes:,} byte(s) that are not UTF-8 text; they "
+                       "were read as U+FFFD (the replacement character) and the rest was "
+                       "graded")]
+
+
+def _repaired(data: Any, flags: list[Flag]) -> dict[str, Any] | Flag:
+    """``data`` as a valid notebook of format 4, each repair a flag added to ``flags``; or why
+    it is no notebook (a refusal)."""
     problem = _notebook_shape(data)
     if problem is not None:
-        return refuse("unreadable_notebook",
-                      f"the file is JSON but not a valid notebook ({problem})")
+        return Flag("unreadable_notebook", None,
+                    f"the file is JSON but not a valid notebook ({problem})")
     if data["nbformat"] < FORMAT[0]:
         try:
             data = _upgraded(data)
         except Exception as exc:  # nbformat's converters raise many kinds on odd input
-            return refuse("unreadable_notebook",
-                          f"the file is a notebook of format {data['nbformat']}, which could not "
-                          f"be upgraded to format 4 ({type(exc).__name__}: {exc})")
+            return Flag("unreadable_notebook", None,
+                        f"the file is a notebook of format {data['nbformat']}, which could not "
+                        f"be upgraded to format 4 ({type(exc).__name__}: {exc})")
         flags.append(Flag("old_nbformat", None,
                           "the notebook was saved in an old format (nbformat "
                           f"{data['metadata'].get('orig_nbformat')}); it was upgraded to format 4 "
@@ -152,9 +166,9 @@ def read_submission(path: Path) -> Reading:
         flags += _salvage(data)
         problem = _validation_problem(data)
     if problem is not None:
-        return refuse("unreadable_notebook",
-                      f"the file is JSON but not a valid notebook ({problem})")
-    return Reading(nbformat.v4.to_notebook_json(data), tuple(flags))
+        return Flag("unreadable_notebook", None,
+                    f"the file is JSON but not a valid notebook ({problem})")
+    return data
 
 
 # ----------------------------------------------------------------------------- the steps

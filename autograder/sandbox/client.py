@@ -333,7 +333,7 @@ def _mirror_changes(args: tuple[Any, ...], kwargs: dict[str, Any], changed: dict
     checks can say "modified argument 1 in place"."""
     if not changed:
         return
-    inputs = wire.tensors_in((args, kwargs)) + _arrays((args, kwargs))
+    inputs = wire.inputs_in((args, kwargs))
     for position, tree in changed.items():
         original, new = inputs[int(position)], codec.decode(tree, blobs)
         if isinstance(original, np.ndarray) and isinstance(new, np.ndarray) and (
@@ -344,16 +344,6 @@ def _mirror_changes(args: tuple[Any, ...], kwargs: dict[str, Any], changed: dict
 
             with torch.no_grad():
                 original.copy_(new)
-
-
-def _arrays(value: Any) -> list[np.ndarray]:
-    if isinstance(value, np.ndarray):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [a for v in value for a in _arrays(v)]
-    if isinstance(value, dict):
-        return [a for v in value.values() for a in _arrays(v)]
-    return []
 
 
 class GraderCodec(wire.Codec):

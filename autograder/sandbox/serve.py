@@ -225,7 +225,7 @@ class Server:
         kwargs = self.codec.decode(header.get("kwargs", {"$dict": {}}), blobs)
         if not callable(fn):
             raise TypeError(f"{_short_repr(fn)} is not callable")
-        inputs = _inputs((args, kwargs))
+        inputs = wire.inputs_in((args, kwargs))
         before = [_copy(v) for v in inputs]
         torch = wire._torch()
         record = bool(header.get("record")) and torch is not None
@@ -387,21 +387,6 @@ def _parameters_of(fn: Any) -> list[tuple[str, Any]]:
     owner = getattr(fn, "__self__", fn)
     if isinstance(owner, torch.nn.Module):
         return [(n, p) for n, p in owner.named_parameters() if p.requires_grad]
-    return []
-
-
-def _inputs(value: Any) -> list[Any]:
-    """The tensors, then the arrays, inside a call's arguments."""
-    return wire.tensors_in(value) + _arrays(value)
-
-
-def _arrays(value: Any) -> list[np.ndarray]:
-    if isinstance(value, np.ndarray):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [a for v in value for a in _arrays(v)]
-    if isinstance(value, dict):
-        return [a for v in value.values() for a in _arrays(v)]
     return []
 
 

@@ -30,6 +30,7 @@ import json
 import math
 import struct
 import sys
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -201,22 +202,26 @@ class Codec:
             return self.decode_tensor(tree, blobs)
         if "$dtype" in tree:
             return self.decode_dtype(tree["$dtype"])
+        if "$list" in tree or "$tuple" in tree or "$dict" in tree:
+            return self.decode_container(tree, blobs, depth)
+        if "$handle" in tree:
+            return self.decode_handle(tree)
+        if "$build" in tree:
+            return self.decode_build(tree["$build"], blobs)
+        raise WireError(f"an unknown tree node with keys {sorted(tree)[:5]}")
+
+    def decode_container(self, tree: dict[str, Any], blobs: list[bytes], depth: int) -> Any:
+        """The list, tuple or dict of a ``$list``, ``$tuple`` or ``$dict`` node."""
         if "$list" in tree or "$tuple" in tree:
             items = tree.get("$list", tree.get("$tuple"))
             if not isinstance(items, list):
                 raise WireError("a list node without a JSON list")
             values = [self.decode(v, blobs, depth + 1) for v in items]
             return values if "$list" in tree else tuple(values)
-        if "$dict" in tree:
-            items = tree["$dict"]
-            if not isinstance(items, dict):
-                raise WireError("a dict node without a JSON object")
-            return {str(k): self.decode(v, blobs, depth + 1) for k, v in items.items()}
-        if "$handle" in tree:
-            return self.decode_handle(tree)
-        if "$build" in tree:
-            return self.decode_build(tree["$build"], blobs)
-        raise WireError(f"an unknown tree node with keys {sorted(tree)[:5]}")
+        items = tree["$dict"]
+        if not isinstance(items, dict):
+            raise WireError("a dict node without a JSON object")
+        return {str(k): self.decode(v, blobs, depth + 1) for k, v in items.items()}
 
     def decode_tensor(self, tree: dict[str, Any], blobs: list[bytes]) -> Any:
         import torch
@@ -247,12 +252,23 @@ class Codec:
 def tensors_in(value: Any) -> list[Any]:
     """The tensors inside ``value`` (lists, tuples, dicts), in the order :class:`Codec`
     writes them."""
-    if is_tensor(value):
+    return _leaves(value, is_tensor)
+
+
+def inputs_in(value: Any) -> list[Any]:
+    """The tensors, then the NumPy arrays, inside a call's arguments ``value``: how both ends
+    number the arguments that a call may change in place."""
+    return tensors_in(value) + _leaves(value, lambda leaf: isinstance(leaf, np.ndarray))
+
+
+def _leaves(value: Any, wanted: Callable[[Any], bool]) -> list[Any]:
+    """The values inside ``value`` (lists, tuples, dicts) that are ``wanted``, in order."""
+    if wanted(value):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [t for v in value for t in tensors_in(v)]
+        return [leaf for v in value for leaf in _leaves(v, wanted)]
     if isinstance(value, dict):
-        return [t for v in value.values() for t in tensors_in(v)]
+        return [leaf for v in value.values() for leaf in _leaves(v, wanted)]
     return []
 
 

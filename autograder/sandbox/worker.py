@@ -155,108 +155,151 @@ def _truncate(output: Any, keep: int) -> None:
         output["data"] = {"text/plain": note}
 
 
+class OutputCap:
+    """Keeps at most ``cap`` bytes of a notebook's outputs; past that, each later cell still
+    keeps :data:`CELL_ALLOWANCE` bytes, so that test results stay readable.
+
+    Mixed into nbclient's ``NotebookClient`` (:func:`_client`), whose ``output`` it wraps;
+    nbclient is imported only where a notebook runs, not in the other modes of this script.
+    """
+
+    def __init__(self, *args: Any, cap: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cap = cap
+        self.total = 0  # bytes of the outputs kept so far
+        self.cell: int | None = None  # the cell the last output came from
+        self.cell_total = 0  # bytes kept of that cell's outputs
+        self.truncated = False
+
+    def output(self, outs, msg, display_id, cell_index):  # type: ignore[no-untyped-def]
+        if self.cell != cell_index:
+            self.cell, self.cell_total = cell_index, 0
+        over = self.total > self.cap
+        if over and self.cell_total > CELL_ALLOWANCE:
+            return None
+        out = super().output(outs, msg, display_id, cell_index)  # type: ignore[misc]
+        if out is not None:
+            size = _output_size(out)
+            room = (CELL_ALLOWANCE - self.cell_total) if over else self.cap - self.total
+            self.total += size
+            self.cell_total += size
+            if size > room:
+                self.truncated = True
+                _truncate(out, room)
+        return out
+
+
+class CellOutcomes:
+    """What became of each code cell of a notebook run, and whether the run reached its end
+    (``ok``, else the first ``reason`` it did not)."""
+
+    def __init__(self, code_cells: list[tuple[int, Any]]) -> None:
+        self.code_cells = code_cells
+        self.cells: list[dict[str, Any]] = []
+        self.ok, self.reason = True, ""
+        self.reply: dict[str, Any] | None = None  # the kernel's reply to the last cell
+
+    def remember_reply(self, cell: Any, cell_index: int, execute_reply: dict[str, Any]) -> None:
+        self.reply = execute_reply
+
+    def add(self, index: int, status: str, **more: Any) -> None:
+        self.cells.append({"index": index, "status": status, **more})
+
+    def fail(self, reason: str) -> None:
+        if self.ok:
+            self.ok, self.reason = False, reason
+
+    def as_json(self, nb: Any, truncated: bool) -> dict[str, Any]:
+        """The result of the run; the cells it did not run are ``not_run``."""
+        done = {c["index"] for c in self.cells}
+        cells = self.cells + [{"index": i, "status": "not_run"}
+                              for i, _ in self.code_cells if i not in done]
+        cells.sort(key=lambda c: c["index"])
+        return {"notebook": nb, "cells": cells, "ok": self.ok, "reason": self.reason,
+                "truncated": truncated}
+
+
+def _client(nb: Any, limits: dict[str, Any], ipc: str, outcomes: CellOutcomes) -> Any:
+    """An nbclient client of ``nb`` with an :class:`OutputCap`, for the sandboxed kernel."""
+    from jupyter_client.manager import AsyncKernelManager
+    from nbclient import NotebookClient
+
+    class CappedClient(OutputCap, NotebookClient):
+        pass
+
+    timeout_error = {"ename": "CellTimeoutError", "traceback": [],
+                     "evalue": f"the cell ran longer than {limits['cell_timeout_s']:g} s "
+                               "and was interrupted"}
+    km = AsyncKernelManager(kernel_name="sandboxed", transport="ipc", ip=os.path.join(ipc, "k"))
+    return CappedClient(
+        nb, cap=limits["max_output_bytes"], km=km, kernel_name="sandboxed", allow_errors=True,
+        interrupt_on_timeout=True, error_on_timeout=timeout_error,
+        startup_timeout=int(limits["cell_timeout_s"]) + 30, record_timing=False,
+        shutdown_kernel="immediate", on_cell_executed=outcomes.remember_reply,
+        resources={"metadata": {"path": os.getcwd()}})
+
+
+def _run_code_cells(client: Any, outcomes: CellOutcomes, limits: dict[str, Any],
+                    deadline: float) -> None:
+    """Run the code cells one after the other until the notebook's ``deadline`` (monotonic
+    seconds) or the kernel's death; each cell under its own time limit."""
+    import time
+
+    import nbformat
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    for index, cell in outcomes.code_cells:
+        remaining = deadline - time.monotonic()
+        if remaining <= 1:
+            outcomes.fail(f"the notebook ran longer than {limits['notebook_timeout_s']:g} s; the "
+                          f"cells from cell {index} on were not run")
+            return
+        client.timeout = max(1, int(min(limits["cell_timeout_s"], remaining)))
+        outcomes.reply = None
+        try:
+            client.execute_cell(cell, index)
+        except DeadKernelError:
+            outcomes.add(index, "kernel_died")
+            cell.outputs.append(nbformat.v4.new_output(
+                "error", ename="DeadKernelError", traceback=[],
+                evalue="the kernel died while running this cell"))
+            outcomes.fail(f"the kernel died while running cell {index} (os._exit, a crash, or "
+                          "the memory or CPU limit); later cells were not run")
+            return
+        except CellTimeoutError:
+            outcomes.add(index, "timeout")
+            continue
+        content = (outcomes.reply or {}).get("content", {})
+        if content.get("status") == "error":
+            status = "timeout" if content.get("ename") == "CellTimeoutError" else "error"
+            outcomes.add(index, status, ename=content.get("ename"), evalue=content.get("evalue"))
+        else:
+            outcomes.add(index, "ok")
+
+
 def _execute(spec: dict[str, Any], spec_path: str, notebook_text: str) -> dict[str, Any]:
     """Run the notebook with nbclient; return the notebook and per-cell outcomes as JSON."""
     import time
 
     sys.modules.setdefault("rfc3987_syntax", None)  # a slow import nbformat has no use for
     import nbformat
-    from jupyter_client.manager import AsyncKernelManager
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    limits = spec["limits"]
-    cap = limits["max_output_bytes"]
-    scratch = spec["scratch"]
+    limits, scratch = spec["limits"], spec["scratch"]
     os.environ["JUPYTER_PATH"] = _kernel_spec_dir(spec_path, scratch)
     os.environ["JUPYTER_RUNTIME_DIR"] = os.path.join(scratch, ".jupyter-runtime")
     ipc = os.path.join(scratch, ".ipc")
     os.mkdir(ipc)
     os.chmod(ipc, 0o1777)
     nb = nbformat.reads(notebook_text, as_version=4)
-    state: dict[str, Any] = {"bytes": 0, "cell": None, "cell_bytes": 0, "truncated": False,
-                             "reply": None}
-
-    class CappedClient(NotebookClient):
-        """Keeps at most ``cap`` bytes of outputs per notebook; past that, each later cell
-        still keeps :data:`CELL_ALLOWANCE` bytes so that test results stay readable."""
-
-        def output(self, outs, msg, display_id, cell_index):  # type: ignore[no-untyped-def]
-            if state["cell"] != cell_index:
-                state["cell"], state["cell_bytes"] = cell_index, 0
-            over = state["bytes"] > cap
-            if over and state["cell_bytes"] > CELL_ALLOWANCE:
-                return None
-            out = super().output(outs, msg, display_id, cell_index)
-            if out is not None:
-                size = _output_size(out)
-                room = (CELL_ALLOWANCE - state["cell_bytes"]) if over else cap - state["bytes"]
-                state["bytes"] += size
-                state["cell_bytes"] += size
-                if size > room:
-                    state["truncated"] = True
-                    _truncate(out, room)
-            return out
-
-    def remember_reply(cell: Any, cell_index: int, execute_reply: dict[str, Any]) -> None:
-        state["reply"] = execute_reply
-
-    timeout_error = {"ename": "CellTimeoutError", "traceback": [],
-                     "evalue": f"the cell ran longer than {limits['cell_timeout_s']:g} s "
-                               "and was interrupted"}
-    km = AsyncKernelManager(kernel_name="sandboxed", transport="ipc", ip=os.path.join(ipc, "k"))
-    client = CappedClient(
-        nb, km=km, kernel_name="sandboxed", allow_errors=True, interrupt_on_timeout=True,
-        error_on_timeout=timeout_error, startup_timeout=int(limits["cell_timeout_s"]) + 30,
-        record_timing=False, shutdown_kernel="immediate", on_cell_executed=remember_reply,
-        resources={"metadata": {"path": os.getcwd()}})
-    deadline = time.monotonic() + limits["notebook_timeout_s"]
-    cells: list[dict[str, Any]] = []
-    ok, reason = True, ""
-    code_cells = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    outcomes = CellOutcomes([(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"])
+    client = _client(nb, limits, ipc, outcomes)
+    deadline = time.monotonic() + limits["notebook_timeout_s"]  # the kernel's start counts
     try:
         with client.setup_kernel():
-            for index, cell in code_cells:
-                remaining = deadline - time.monotonic()
-                if remaining <= 1:
-                    ok, reason = False, (f"the notebook ran longer than "
-                                         f"{limits['notebook_timeout_s']:g} s; the cells from "
-                                         f"cell {index} on were not run")
-                    break
-                client.timeout = max(1, int(min(limits["cell_timeout_s"], remaining)))
-                state["reply"] = None
-                try:
-                    client.execute_cell(cell, index)
-                except DeadKernelError:
-                    cells.append({"index": index, "status": "kernel_died"})
-                    cell.outputs.append(nbformat.v4.new_output(
-                        "error", ename="DeadKernelError", traceback=[],
-                        evalue="the kernel died while running this cell"))
-                    ok, reason = False, (f"the kernel died while running cell {index} (os._exit, "
-                                         "a crash, or the memory or CPU limit); later cells "
-                                         "were not run")
-                    break
-                except CellTimeoutError:
-                    cells.append({"index": index, "status": "timeout"})
-                    continue
-                content = (state["reply"] or {}).get("content", {})
-                if content.get("status") == "error":
-                    status = "timeout" if content.get("ename") == "CellTimeoutError" else "error"
-                    cells.append({"index": index, "status": status,
-                                  "ename": content.get("ename"), "evalue": content.get("evalue")})
-                else:
-                    cells.append({"index": index, "status": "ok"})
-            done = {c["index"] for c in cells}
-            cells += [{"index": i, "status": "not_run"} for i, _ in code_cells if i not in done]
+            _run_code_cells(client, outcomes, limits, deadline)
     except Exception as exc:  # a kernel that never started is a result, not a crash
-        if ok:
-            ok = False
-            reason = f"the kernel could not run the notebook: {type(exc).__name__}: {exc}"
-        done = {c["index"] for c in cells}
-        cells += [{"index": i, "status": "not_run"} for i, _ in code_cells if i not in done]
-    cells.sort(key=lambda c: c["index"])
-    return {"notebook": nb, "cells": cells, "ok": ok, "reason": reason,
-            "truncated": state["truncated"]}
+        outcomes.fail(f"the kernel could not run the notebook: {type(exc).__name__}: {exc}")
+    return outcomes.as_json(nb, client.truncated)
 
 
 # ----------------------------------------------------------------------------- learner mode

@@ -15,30 +15,32 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import dask
 import pytest
-from distributed import Client, LocalCluster
+from distributed import Client, KilledWorker, LocalCluster, get_worker
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from autograder.cli import main
 from autograder.course import ROOT, Course
 from autograder.demo.demo import prepare_course
 from autograder.demo.sample_class import NUMPY_CHAPTERS, build_class
-from autograder.pipeline import cluster
+from autograder.pipeline import cluster, workers
 from autograder.pipeline.cluster import (
-    check_workers,
     grading_client,
-    idle_workers,
+    grading_settings,
     in_order,
-    on_one_thread,
-    versions,
+    scheduler_problems,
+    submit_root,
 )
 from autograder.pipeline.collect import collect
 from autograder.pipeline.grade import _finished, autograde
 from autograder.pipeline.gradebook import read_scores
 from autograder.pipeline.report import export_csv
+from autograder.pipeline.workers import check_workers, on_one_thread, versions
 
 # Honest work in both chapters, a cheat, honest work beside a cheat, a broken file beside
 # honest work, and an empty file: every way a grade is made. The two NumPy chapters of the
@@ -184,6 +186,32 @@ def test_the_demo_grades_on_a_real_cluster(dask_cluster, tmp_path):
                       if key.startswith("grade-")}
 
 
+def test_the_documented_scheduler_has_the_grading_settings(tmp_path):
+    """`DASK_CONFIG=autograder/pipeline/dask.yaml dask scheduler`, as the README starts a
+    cluster of one's own: the settings of `--jobs`, so the grader has nothing to warn of."""
+    scheduler_file, log = tmp_path / "scheduler.json", tmp_path / "scheduler.log"
+    process = start([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                     "--no-dashboard", "--scheduler-file", str(scheduler_file)], log,
+                    env={**os.environ, "DASK_CONFIG": str(cluster.DASK_CONFIG)})
+    try:
+        address = scheduler_address(scheduler_file, process, log)
+        with Client(address, timeout=START_TIMEOUT_S) as client:
+            assert scheduler_problems(client) == []
+            assert client.run_on_scheduler(
+                lambda dask_scheduler: dask_scheduler.allowed_failures) == cluster.MAX_DEATHS - 1
+    finally:
+        stop(process)
+
+
+@pytest.mark.slow
+def test_a_scheduler_without_the_grading_settings_is_named(dask_cluster):
+    with Client(dask_cluster) as client:
+        (problem,) = scheduler_problems(client)
+    assert problem.startswith("runs with worker-saturation 1.1 (not 1.0) and work-stealing True "
+                              "(not False): a worker may be handed a second learner")
+    assert problem.endswith(f"DASK_CONFIG={cluster.DASK_CONFIG} dask scheduler")
+
+
 # ------------------------------------------------------------------ workers that die
 
 
@@ -263,10 +291,12 @@ def test_a_killed_worker_costs_nothing_and_a_worker_killer_only_its_learner(
 def step(item: tuple[str, str]) -> tuple[str, str]:
     """A task for :func:`in_order`: ``("wait", path)`` waits until ``("touch", path)`` ran;
     ``("die", path)`` ends its worker process while ``path`` exists (removing it the first time
-    when it holds ``once``)."""
+    when it holds ``once``); ``("sleep", seconds)`` sleeps."""
     action, path = item
     if action == "touch":
         Path(path).touch()
+    if action == "sleep":
+        time.sleep(float(path))
     if action == "die" and Path(path).exists():
         if Path(path).read_text() == "once":
             Path(path).unlink()
@@ -277,26 +307,42 @@ def step(item: tuple[str, str]) -> tuple[str, str]:
     return item
 
 
-def run_in_order(client: Client, items: list) -> tuple[list, int]:
-    """:func:`in_order` over ``items`` with :func:`step`: (item, outcome, finished futures)
-    per item as it comes out, and the most items a worker ever held at once."""
-    submitted: list = []
-    most_at_once = 0
+def watch(client: Client) -> KillWhileGrading:
+    """A :class:`KillWhileGrading` that kills nobody, on ``client``'s (in-process) scheduler:
+    it records every worker given a ``grade-`` task while it held another."""
+    scheduler = client.cluster.scheduler
+    plugin = KillWhileGrading(scheduler, once=("nobody", "none"), always=("nobody", "none"))
 
-    def submit(item, worker: str):
-        nonlocal most_at_once
-        held = sum(1 for w, f in submitted if w == worker and not f.done())
-        most_at_once = max(most_at_once, held + 1)
-        future = client.submit(step, item, pure=False, workers=[worker],
-                               allow_other_workers=True)
-        submitted.append((worker, future))
+    async def add_plugin() -> None:
+        scheduler.add_plugin(plugin)
+
+    client.sync(add_plugin)
+    return plugin
+
+
+def run_in_order(client: Client, items: list) -> tuple[list, list]:
+    """:func:`in_order` over ``items`` with :func:`step`, each a root task: (item, outcome,
+    finished tasks) per item as it comes out, and the workers ever given two at once."""
+    crowding = watch(client)
+    submitted: list = []
+
+    def submit(item):
+        future = submit_root(client, f"grade-{len(submitted)}-{uuid.uuid4().hex}", step, item)
+        submitted.append(future)
         return future
 
     seen = []
     for item, future in in_order(client, items, submit):
         outcome = future.exception() or future.result()
-        seen.append((item, outcome, sum(f.done() for _, f in submitted)))
-    return seen, most_at_once
+        seen.append((item, outcome, sum(f.done() for f in submitted)))
+    return seen, crowding.crowded
+
+
+def local_cluster(n_workers: int, **settings) -> LocalCluster:
+    """An in-process cluster of single-threaded workers with the grading settings."""
+    with dask.config.set({**grading_settings(), **settings}):
+        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=False,
+                            dashboard_address=None)
 
 
 def test_in_order_keeps_the_order_and_one_item_per_worker(tmp_path):
@@ -304,68 +350,89 @@ def test_in_order_keeps_the_order_and_one_item_per_worker(tmp_path):
     # The first item can only finish after the last one ran, on the other worker.
     items = [("wait", signal_file), *[("pass", str(i)) for i in range(3)],
              ("touch", signal_file)]
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as local, Client(local) as client:
-        seen, most_at_once = run_in_order(client, items)
+    with local_cluster(2) as local, Client(local) as client:
+        seen, crowded = run_in_order(client, items)
     assert [item for item, _, _ in seen] == items
     assert all(item == outcome for item, outcome, _ in seen)
     assert seen[0][2] == len(items)  # everything had finished before the first came out
-    assert most_at_once == 1
+    assert crowded == []
+
+
+def test_dask_queues_only_what_it_takes_for_root_tasks():
+    """Why :func:`submit_root` exists: three tasks on two workers, submitted one by one, are
+    placed at once by Dask, two on one worker, even with the grading settings; so are tasks
+    that need a worker resource each workers has one of. As root tasks they wait for a free
+    worker."""
+    three = [("sleep", "0.5")] * 3
+    with local_cluster(2) as local, Client(local) as client:
+        crowding = watch(client)
+        client.gather([client.submit(step, item, key=f"grade-{i}-plain", pure=False)
+                       for i, item in enumerate(three)])
+        assert crowding.crowded
+    with local_cluster(2, **{"distributed.worker.resources.learner": 1}) as local, \
+            Client(local) as client:
+        crowding = watch(client)
+        client.gather([client.submit(step, item, key=f"grade-{i}-resource",
+                                     resources={"learner": 1}) for i, item in enumerate(three)])
+        assert crowding.crowded
+    with local_cluster(2) as local, Client(local) as client:
+        seen, crowded = run_in_order(client, three)
+    assert [outcome for _, outcome, _ in seen] == three and crowded == []
 
 
 @pytest.mark.timeout(300)
 def test_in_order_grades_again_after_a_death_and_gives_up_on_a_killer(tmp_path):
     """An item whose worker dies once is run again; one that kills every worker it is given
-    ends with WorkersDiedError after MAX_DEATHS deaths; the others are not touched."""
+    ends with KilledWorker after MAX_DEATHS deaths; the others are not touched."""
     once, always = tmp_path / "once", tmp_path / "always"
     once.write_text("once")
     always.write_text("always")
     items = [("pass", "a"), ("die", str(once)), ("die", str(always)), ("pass", "b"),
              ("pass", "c")]
     with grading_client(jobs=2) as client:
-        seen, most_at_once = run_in_order(client, items)
+        seen, crowded = run_in_order(client, items)
     assert [item for item, _, _ in seen] == items
     outcomes = dict((item, outcome) for item, outcome, _ in seen)
     assert outcomes[("die", str(once))] == ("die", str(once)) and not once.exists()
     killed = outcomes[("die", str(always))]
-    assert isinstance(killed, cluster.WorkersDiedError) and killed.deaths == cluster.MAX_DEATHS
+    assert isinstance(killed, KilledWorker) and killed.allowed_failures + 1 == cluster.MAX_DEATHS
     assert all(outcomes[item] == item for item in items if item[0] == "pass")
-    assert most_at_once == 1
+    assert crowded == []
 
 
-def test_a_worker_that_is_still_starting_is_not_idle():
-    """A restarted worker joins the scheduler before it runs; an item handed to it then would
-    go to another worker, busy or not."""
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as local, Client(local) as client:
+def where_it_ran(seconds: float) -> str:
+    """Sleep, then name the worker this ran on."""
+    time.sleep(seconds)
+    return get_worker().address
+
+
+def test_a_worker_that_does_not_run_is_given_nothing():
+    """A restarted worker joins the scheduler before it runs (as a paused one, it does not):
+    learners wait for a running worker instead of going to it."""
+    with local_cluster(2) as local, Client(local) as client:
         first, second = sorted(client.nthreads())
-        assert idle_workers(client, set()) == [first, second]
-        assert idle_workers(client, {first}) == [second]
 
-        def starting(dask_scheduler) -> None:
-            dask_scheduler.running.discard(dask_scheduler.workers[second])
+        def pause(dask_scheduler) -> None:
+            dask_scheduler.handle_worker_status_change("paused", second, stimulus_id="test")
 
-        client.run_on_scheduler(starting)
-        assert idle_workers(client, set()) == [first]
-        busy = client.submit(time.sleep, 1, pure=False, workers=[first])
-        deadline = time.monotonic() + 10
-        while not client.processing()[first] and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert idle_workers(client, set()) == []
-        busy.result()
+        client.run_on_scheduler(pause)
+        futures = [submit_root(client, f"grade-{i}-{uuid.uuid4().hex}", where_it_ran, 0.2)
+                   for i in range(3)]
+        assert client.gather(futures) == [first] * 3
 
 
-def test_in_order_stops_when_no_worker_is_left(monkeypatch):
-    monkeypatch.setattr(cluster, "WORKERS_TIMEOUT_S", 1)
-    with LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as local, Client(local) as client, \
-            pytest.raises(ConnectionError, match="no Dask worker was left"):
-        list(in_order(client, [1], lambda item, worker: client.submit(abs, item)))
+def test_learners_waiting_without_any_worker_end_the_run():
+    with local_cluster(0, **{"distributed.scheduler.no-workers-timeout": "1s"}) as local, \
+            Client(local) as client:
+        ((pair, future),) = in_order(client, [("ada", "ch02")],
+                                     lambda pair: submit_root(client, "grade-1", abs, -1))
+        with pytest.raises(ConnectionError, match="lost the Dask cluster while grading ada/ch02"):
+            _finished(future, *pair)
 
 
 def test_clusters_that_cannot_grade_are_refused(monkeypatch, free_port):
-    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT_S", 2)
-    monkeypatch.setattr(cluster, "WORKERS_TIMEOUT_S", 2)
+    monkeypatch.setattr(workers, "CONNECT_TIMEOUT_S", 2)
+    monkeypatch.setattr(workers, "WORKERS_TIMEOUT_S", 2)
     nowhere = f"tcp://127.0.0.1:{free_port()}"
     with pytest.raises(ConnectionError, match="cannot reach the Dask scheduler"), \
             grading_client(scheduler=nowhere):
@@ -413,7 +480,7 @@ def test_a_lost_cluster_stops_the_run_instead_of_failing_learners():
 
 
 def test_cli_grades_on_one_kind_of_cluster(monkeypatch, free_port, tmp_path, capsys):
-    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT_S", 2)
+    monkeypatch.setattr(workers, "CONNECT_TIMEOUT_S", 2)
     where = ["--root", str(tmp_path), "--course-dir", str(tmp_path / "course")]
     # Also with the default's value (argparse's exclusion misses an option given its default).
     for command, jobs in (("autograde", "1"), ("autograde", "2"), ("demo", "2")):

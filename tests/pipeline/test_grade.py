@@ -16,7 +16,6 @@ from autograder.cli import main
 from autograder.course import ROOT, Course, course_config
 from autograder.flags import Flag, read_flags, write_flags
 from autograder.notebook import exercise_ids, graded_test_cells
-from autograder.pipeline.cluster import versions
 from autograder.pipeline.grade import (
     MAX_SUBMISSION_BYTES,
     Outcome,
@@ -33,6 +32,7 @@ from autograder.pipeline.grade import (
 from autograder.pipeline.gradebook import read_scores
 from autograder.pipeline.release import generate
 from autograder.pipeline.report import export_csv, summary_table
+from autograder.pipeline.workers import versions
 from autograder.sandbox.launcher import Limits
 
 CH = "ch02_attention"

@@ -27,10 +27,10 @@ from autograder.cli import main
 from autograder.course import ROOT, course_config
 from autograder.flags import Flag
 from autograder.pipeline import grade
-from autograder.pipeline.cluster import check_sandboxes
 from autograder.pipeline.grade import grade_safely
 from autograder.pipeline.gradebook import read_scores
 from autograder.pipeline.release import generate
+from autograder.pipeline.workers import check_sandboxes
 from autograder.sandbox import launcher
 from autograder.sandbox.launcher import GraderFaultError, Limits
 

@@ -7,7 +7,7 @@ from transformer_ref.checkpoint import load_checkpoint, load_model, save_checkpo
 from transformer_ref.data import synthetic_pairs
 from transformer_ref.device import autocast_dtype, make_grad_scaler, resolve_device
 from transformer_ref.modules import make_model
-from transformer_ref.training import TrainConfig, fit, seed_everything
+from transformer_ref.training import Checkpointing, TrainConfig, fit, seed_everything
 
 PAIRS = synthetic_pairs("copy", 300, max_len=6, seed=0)
 VOCAB = 14
@@ -25,8 +25,9 @@ def config(steps: int) -> TrainConfig:
 
 def run(steps, path=None, resume=False, model=None):
     model = model or tiny_model()
-    fit(model, PAIRS, config(steps), device=torch.device("cpu"), checkpoint_path=path,
-        resume=resume, task="copy", progress=False, log=lambda _m: None)
+    checkpoint = Checkpointing(path, resume=resume, task="copy") if path else None
+    fit(model, PAIRS, config(steps), device=torch.device("cpu"), checkpoint=checkpoint,
+        progress=False, log=lambda _m: None)
     return model
 
 
@@ -89,14 +90,15 @@ def test_history_records_training_seconds_across_a_resume(tmp_path):
     cfg = TrainConfig(max_steps=30, max_tokens=120, warmup=10, eval_every=10, seed=3)
     path = tmp_path / "ckpt.pt"
     first = fit(tiny_model(), PAIRS, cfg, device=torch.device("cpu"), evaluate=lambda m: {},
-                checkpoint_path=path, progress=False, log=lambda _m: None)
+                checkpoint=Checkpointing(path), progress=False, log=lambda _m: None)
     assert [entry["step"] for entry in first.history] == [10, 20, 30]
     seconds = [entry["train_seconds"] for entry in first.history]
     assert 0 < seconds[0] < seconds[1] < seconds[2] == first.train_seconds
 
     more = TrainConfig(max_steps=50, max_tokens=120, warmup=10, eval_every=10, seed=3)
     resumed = fit(tiny_model(), PAIRS, more, device=torch.device("cpu"), evaluate=lambda m: {},
-                  checkpoint_path=path, resume=True, progress=False, log=lambda _m: None)
+                  checkpoint=Checkpointing(path, resume=True), progress=False,
+                  log=lambda _m: None)
     # The history and the clock go on from the saved run, as the step count does.
     assert [entry["step"] for entry in resumed.history] == [10, 20, 30, 40, 50]
     assert resumed.history[:3] == first.history
@@ -107,9 +109,9 @@ def test_history_records_training_seconds_across_a_resume(tmp_path):
 def test_progress_reports_and_lines_without_a_terminal(capsys):
     """Outside a terminal (a notebook, a log file) a run still says how far it is."""
     reports, lines = [], []
-    cfg = TrainConfig(max_steps=20, max_tokens=120, warmup=10)
+    cfg = TrainConfig(max_steps=20, max_tokens=120, warmup=10, report_every=5)
     fit(tiny_model(), PAIRS, cfg, device=torch.device("cpu"), log=lines.append,
-        report_every=5, on_report=reports.append)
+        on_report=reports.append)
     assert [r["step"] for r in reports] == [5, 10, 15, 20]
     assert all(r["max_steps"] == 20 and r["train_loss"] > 0 and r["lr"] > 0 for r in reports)
     assert [r["train_seconds"] for r in reports] == sorted(r["train_seconds"] for r in reports)
@@ -146,9 +148,9 @@ def test_a_run_that_takes_all_its_steps_has_no_stop_reason():
 def test_linear_decay_reaches_zero_at_the_last_step():
     model = tiny_model()
     rates = []
-    cfg = TrainConfig(max_steps=30, max_tokens=120, warmup=10, decay="linear")
+    cfg = TrainConfig(max_steps=30, max_tokens=120, warmup=10, decay="linear", report_every=1)
     fit(model, PAIRS, cfg, device=torch.device("cpu"), progress=False, log=lambda _m: None,
-        report_every=1, on_report=lambda r: rates.append(r["lr"]))
+        on_report=lambda r: rates.append(r["lr"]))
     assert rates[-1] == 0.0 and max(rates) == pytest.approx(rates[9])
     assert rates[10:] == sorted(rates[10:], reverse=True)
     with pytest.raises(ValueError, match="decay must be 'inverse_sqrt' or 'linear'"):

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from autograder.demo.mutants import Mutant
-from autograder.exercises.beam_variants import beam_variant
+from autograder.exercises.beam_variants import Switches, beam_variant
 from transformer_ref.batching import pad_sequences
 from transformer_ref.decoding import greedy_decode
 from transformer_ref.masks import make_src_mask, subsequent_mask
@@ -30,7 +30,7 @@ def _variant(**switches):
     def search(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6, bos_id=BOS_ID,
                eos_id=EOS_ID):
         return beam_variant(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
-                            eos_id, **switches)
+                            eos_id, Switches(**switches))
     search.__name__ = "beam_search"
     return search
 
@@ -59,14 +59,14 @@ def beam_one_step_short(model, src, src_mask, max_len, beam_size=4, length_penal
                         bos_id=BOS_ID, eos_id=EOS_ID):
     """Runs ``max_len - 1`` decoding steps (an off-by-one in the loop bound)."""
     return beam_variant(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
-                        eos_id, steps=max_len - 1)
+                        eos_id, Switches(steps=max_len - 1))
 
 
 def beam_one_step_long(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
                        bos_id=BOS_ID, eos_id=EOS_ID):
     """Runs ``max_len + 1`` decoding steps."""
     return beam_variant(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
-                        eos_id, steps=max_len + 1)
+                        eos_id, Switches(steps=max_len + 1))
 
 
 def beam_default_special_ids(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,

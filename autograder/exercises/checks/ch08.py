@@ -25,7 +25,6 @@ import numpy as np
 
 from autograder.exercises.checking import (
     CheckContext,
-    CheckFailure,
     ErrorHint,
     Hint,
     describe,
@@ -52,11 +51,11 @@ from autograder.exercises.torch_checking import (
     expect_deterministic,
     expect_dropout_probability,
     expect_tensor,
-    expected_signature,
     key_padding_mask,
     manual_seed,
     padding_lengths,
     random_tensor,
+    signature_hint,
 )
 
 if TYPE_CHECKING:
@@ -527,13 +526,8 @@ def _construct_model(ctx: CheckContext, fn: Callable[..., Any], config: dict[str
     seed = int(ctx.rng.integers(0, 2**31))
     with torch.random.fork_rng(devices=[]):
         manual_seed(fn, seed)  # the learner's own generators, wherever its code runs
-        try:
+        with signature_hint("make_model", ctx.reference):
             model = call_torch(fn, **config)
-        except CheckFailure as exc:
-            if isinstance(exc.__cause__, TypeError):
-                raise CheckFailure(f"{exc} Hint: make_model must accept the arguments of "
-                                   f"{expected_signature(ctx.reference)}.") from exc.__cause__
-            raise
     if not isinstance(model, torch.nn.Module):
         fail(f"{_config_words(config)} returned {describe(model)}; return the model, an "
              f"EncoderDecoder (a torch.nn.Module).")

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from autograder.exercises.beam_variants import BUGS, Bug, beam_variant
+from autograder.exercises.beam_variants import BUGS, Bug, Switches, beam_variant
 from autograder.exercises.checking import CheckContext, fail
 from autograder.exercises.registry import register
 from autograder.exercises.torch_checking import (
@@ -160,7 +160,8 @@ class _Case:
         """What beam search with ``bug`` gives on this case (computed once)."""
         if bug.name not in self._bugs:
             self._bugs[bug.name] = beam_variant(self.model, self.src, self.src_mask,
-                                                self.max_len, **self.kwargs, **bug.switches)
+                                                self.max_len, **self.kwargs,
+                                                switches=bug.switches)
         return self._bugs[bug.name]
 
     def describe(self, name: str) -> str:
@@ -224,7 +225,7 @@ def _hint(case: _Case, got: list[list[int]]) -> str:
         return (f"EOS never wins here, so every output should have max_len={case.max_len} "
                 f"tokens; yours stop one step early. Run up to max_len decoding steps.")
     if case.alpha != 0.0 and got == case.unnormalised:
-        return next(bug.hint for bug in BUGS if bug.switches == {"penalty": "none"})
+        return next(bug.hint for bug in BUGS if bug.switches == Switches(penalty="none"))
     if case.kwargs.get("beam_size", 4) > 1 and got == case.greedy:
         return GREEDY_HINT
     return RULES
