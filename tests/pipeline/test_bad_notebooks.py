@@ -29,6 +29,7 @@ from autograder.course import ROOT
 from autograder.flags import read_flags
 from autograder.pipeline.collect import MAX_NOTEBOOK_BYTES
 from autograder.pipeline.release import generate
+from autograder.pipeline.similarity import CODES as COPY_FLAGS
 
 CH = "ch02_attention"
 FULL, MAX = 7, 11  # the autograded points of ch02, and all its points (written answers too)
@@ -221,7 +222,11 @@ def auto_score(graded: dict, student: str) -> float:
 def test_honest_learners_keep_full_marks_and_no_flag(graded):
     for student in HONEST:
         assert auto_score(graded, student) == FULL, student
-        assert read_flags(graded["course"], student, CH) == [], student
+        # They hand in the course's solutions, which copy detection reports (its own tests are
+        # in test_similarity.py); nothing else may be flagged.
+        codes = {f.code for f in read_flags(graded["course"], student, CH)}
+        assert codes - set(COPY_FLAGS) == set(), (student, codes)
+        assert "copied_reference" in codes, student
         assert float(rows(graded)[student]["max_score"]) == MAX
 
 

@@ -5,9 +5,10 @@ import pytest
 import torch
 
 from transformer_ref.build import build_model
+from transformer_ref.cached_beam import cached_beam_search
 from transformer_ref.checkpoint import load_model, save_checkpoint
 from transformer_ref.decoding import beam_search, greedy_decode
-from transformer_ref.kv_cache import cached_beam_search, cached_greedy_decode, can_cache
+from transformer_ref.kv_cache import cached_greedy_decode, can_cache
 from transformer_ref.learned_positional import LearnedPositionalEncoding
 from transformer_ref.masks import make_src_mask, make_tgt_mask, shift_right
 from transformer_ref.model import make_model
