@@ -706,6 +706,20 @@ def _remove_files(fd: int) -> list[str]:
     return folders
 
 
+@functools.lru_cache(maxsize=1)
+def matplotlib_font_cache() -> Path | None:
+    """This Python's matplotlib font list (built here, once, if missing), which the worker puts
+    into each run's empty ``MPLCONFIGDIR``: matplotlib would otherwise rebuild it for every
+    notebook (about 0.1 s each, 5% of grading a NumPy chapter's notebook). None without
+    matplotlib."""
+    try:
+        import matplotlib
+        from matplotlib.font_manager import FontManager, fontManager  # noqa: F401 (builds it)
+    except ImportError:
+        return None
+    return Path(matplotlib.get_cachedir()) / f"fontlist-v{FontManager.__version__}.json"
+
+
 def new_job(learner: Learner, files: str | os.PathLike | None, *, secret: str | None,
             time_limit_s: float, course: Path | None = None) -> Job:
     """Create the private folder of a run and its spec (see :mod:`autograder.sandbox.worker`).
@@ -721,6 +735,9 @@ def new_job(learner: Learner, files: str | os.PathLike | None, *, secret: str | 
     (path / "sandbox").mkdir()
     for name in WORKER_FILES:
         shutil.copyfile(HERE / name, path / "sandbox" / name)
+    fonts = matplotlib_font_cache()
+    if fonts is not None and fonts.is_file():
+        shutil.copyfile(fonts, path / "sandbox" / fonts.name)
     (path / "result").mkdir(mode=0o700)
     submission = path / "submission"
     if files is None:

@@ -512,3 +512,14 @@ def test_deeply_nested_folders_leave_nothing_behind(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@needs_isolation
+def test_matplotlib_finds_its_font_list_in_a_fresh_sandbox(tmp_path: Path):
+    """Each run's private /tmp holds the grader's matplotlib font list before the notebook
+    starts: no rebuild in every graded notebook, and no Fontconfig error in its output."""
+    result = _run(["import os\nprint(sorted(os.listdir(os.environ['MPLCONFIGDIR'])))",
+                   "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nprint('drawn')"],
+                  tmp_path)
+    assert "fontlist-v" in _text(result, 0), _text(result, 0)
+    assert _text(result, 1) == "drawn\n", result.notebook.cells[1].outputs
