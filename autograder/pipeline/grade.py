@@ -38,7 +38,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -495,9 +494,10 @@ def autograde(chapters: Iterable[str], *, root: str | os.PathLike = ROOT,
               copy_check: bool = True) -> list[Summary]:
     """Grade every collected submission of ``chapters`` and store the results.
 
-    Learners are graded in Dask worker processes (:mod:`autograder.pipeline.cluster`); this
-    process alone stores the results, in the order of the chapters and students, each once it
-    and those before it are graded (an interrupted run keeps every learner stored so far).
+    Learners are graded in Dask worker processes (:mod:`autograder.pipeline.cluster`), each
+    with its submission's files; this process alone stores the results, in the order of the
+    chapters and students, each as soon as it and those before it are graded (an interrupted
+    run keeps every learner stored so far; grading again finishes the rest).
 
     Args:
         chapters: chapter ids.
@@ -527,7 +527,7 @@ def autograde(chapters: Iterable[str], *, root: str | os.PathLike = ROOT,
     """
     from autograder.pipeline.cluster import grading_client
     from autograder.pipeline.secret import require_grading_secret
-    from autograder.pipeline.similarity import after_grading, course_sources
+    from autograder.pipeline.similarity import after_grading
     from autograder.sandbox.launcher import check_sandbox
 
     if scheduler is None and (not isinstance(jobs, int) or jobs < 1):
@@ -535,17 +535,16 @@ def autograde(chapters: Iterable[str], *, root: str | os.PathLike = ROOT,
     require_grading_secret()
     course = Course.of(root, course_dir).resolved()
     limits = limits or Limits()
-    if scheduler is None:  # local workers: this machine's sandbox is checked before any work
+    if scheduler is None:
+        # The local workers run this Python on this machine: its sandbox is checked before
+        # anything starts or is written.
         check_sandbox(limits)
     # The cluster first: a scheduler that cannot be reached fails the run before any work.
-    # Copy detection needs the whole class of a chapter, so it runs once all are graded; the
-    # course's code it compares with is read meanwhile (a failure there is its to report).
-    with grading_client(jobs, scheduler) as client, ThreadPoolExecutor(1) as meanwhile:
-        if copy_check:
-            meanwhile.submit(course_sources, course.root)
+    with grading_client(jobs, scheduler) as client:
         plan = Plan.checked(client, course, chapters, students, limits,
                             elsewhere=scheduler is not None)
         results = _store_in_order(client, plan, progress)
+    # Copy detection needs the whole class of a chapter, so it runs once all are graded.
     results = after_grading(list(plan.versions), results, course) if copy_check else results
     return sorted(results, key=lambda s: (s.student, s.chapter))
 
