@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-from baseline import TODAY, Side, baseline_side, check_sides, checkout, grading_env
+from baseline import Side, grading_env, sides_in
 
 from autograder.course import ensure_alembic_on_path
 from autograder.demo.demo import prepare_course
@@ -199,13 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     chapters = list(NUMPY_CHAPTERS)
     with tempfile.TemporaryDirectory(prefix="throughput-") as folder:
         workspace = Path(folder)
-        # Sandboxed code runs as a user of its own, which must reach REV's Python and code here.
-        workspace.chmod(0o711)
-        sides = [TODAY]
-        if args.baseline_rev:
-            baseline = checkout(args.baseline_rev, workspace / "baseline")
-            sides.insert(0, baseline_side(args.baseline_rev, baseline))
-        check_sides(sides)
+        sides = sides_in(workspace, args.baseline_rev)
         course_root = prepare_course(workspace, chapters)
         class_dir = workspace / "class"
         build_class(class_dir, root=course_root, chapters=chapters)

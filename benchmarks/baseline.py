@@ -70,3 +70,15 @@ def check_sides(sides: list[Side]) -> None:
         if Path(found).resolve().parents[1] != side.checkout.resolve():
             raise RuntimeError(f"{side.label} imports the course from {found}, not from "
                                f"{side.checkout}")
+
+
+def sides_in(workspace: Path, baseline_rev: str | None) -> list[Side]:
+    """The graders to compare: today's, after ``baseline_rev``'s when one is given (unpacked
+    into ``workspace/baseline``), each checked with :func:`check_sides`."""
+    # Sandboxed code runs as a user of its own, which must reach REV's Python and code here.
+    workspace.chmod(0o711)
+    sides = [TODAY]
+    if baseline_rev:
+        sides.insert(0, baseline_side(baseline_rev, checkout(baseline_rev, workspace / "baseline")))
+    check_sides(sides)
+    return sides

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
-from baseline import TODAY, Side, autograder, baseline_side, check_sides, checkout, grading_env
+from baseline import Side, autograder, grading_env, sides_in
 
 from autograder.demo.sample_class import SOLUTION, load_chapter, work
 
@@ -111,13 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         env["TRANSFORMER_COURSE_FAST"] = "1"
     with ExitStack() as stack:
         workspace = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="torch-grade-")))
-        # Sandboxed code runs as a user of its own, which must reach REV's Python and code here.
-        workspace.chmod(0o711)
-        sides = [TODAY]
-        if args.baseline_rev:
-            baseline = checkout(args.baseline_rev, workspace / "baseline")
-            sides.insert(0, baseline_side(args.baseline_rev, baseline))
-        check_sides(sides)
+        sides = sides_in(workspace, args.baseline_rev)
         inbox = workspace / "inbox"
         write_submissions(inbox, args.chapters, args.learners)
         runs: dict[tuple[str, str], list[Run]] = {}
