@@ -415,8 +415,9 @@ def test_coverage_has_no_stale_entries() -> None:
 # ---------------------------------------------------------------------------------------------
 # Links between the pages
 
-# The pages that link to each other: the documentation and the benchmarks' results and log.
-LINKED_PAGES = ("README.md", "docs/*.md", "benchmarks/*.md")
+# The pages that link to each other: the documentation, the benchmarks' results and log, and
+# the Kubernetes guide.
+LINKED_PAGES = ("README.md", "docs/*.md", "benchmarks/*.md", "autograder/deploy/README.md")
 LINK = re.compile(r"\]\(([^)\s]+)\)|<img src=\"([^\"]+)\"")
 
 
