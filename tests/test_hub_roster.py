@@ -108,7 +108,8 @@ def _allows(spec: str, major: int) -> bool:
 
 def test_the_proxy_lock_runs_on_the_node_version_make_hub_asks_for(project_root: Path) -> None:
     """Every package of the proxy's lock runs on the Node.js major `make hub` checks for (no
-    EBADENGINE warning on Debian's Node.js 20), and the README names the same two versions."""
+    EBADENGINE warning on Debian's Node.js 20), and the class server's page names the same two
+    versions."""
     makefile = (project_root / "Makefile").read_text()
     major = int(re.search(r"^NODE_MAJOR := (\d+)$", makefile, flags=re.M)[1])
     lock = json.loads((project_root / "autograder" / "hub" / "package-lock.json").read_text())
@@ -117,9 +118,9 @@ def test_the_proxy_lock_runs_on_the_node_version_make_hub_asks_for(project_root:
                and not _allows(package["engines"]["node"], major)}
     assert too_new == {}, f"these need a newer Node.js than {major}: {too_new}"
     proxy = lock["packages"]["node_modules/configurable-http-proxy"]["version"]
-    readme = (project_root / "README.md").read_text()
-    assert f"configurable-http-proxy {proxy}" in readme
-    assert f"Node.js {major} or newer" in readme
+    page = " ".join((project_root / "docs" / "class-server.md").read_text().split())
+    assert f"configurable-http-proxy {proxy}" in page
+    assert f"Node.js {major} or newer" in page
     assert _allows(">= 20", 20) and not _allows(">=22.12.0", 20) and _allows("^16 || >=20", 22)
 
 

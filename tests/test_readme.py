@@ -1,10 +1,12 @@
-"""Every command the README shows is run by a test (``make demo`` included: a test runs it).
+"""Every command the documentation shows is run by a test (``make demo`` included: a test runs it).
 
-``readme_commands`` lists the commands: the lines of ```bash blocks, the indented code lines of
-the prose, and inline code that starts with a command (``make demo``, ``python -m ...``).
-``COVERAGE`` maps each command to the tests that run it, or the same code path through its
-Python entry point with the same arguments. The tests below the table run the commands that no
-other test file runs.
+The documentation is ``README.md`` and the pages of ``docs/`` (``documents``).
+``markdown_commands`` lists a page's commands: the lines of ```bash blocks, the indented code
+lines of the prose, and inline code that starts with a command (``make demo``,
+``python -m ...``). ``COVERAGE`` maps each command to the tests that run it, or the same code
+path through its Python entry point with the same arguments. The tests below the table run the
+commands that no other test file runs, and check that every link between the pages leads
+somewhere.
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ from transformer_ref.presets import Preset
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 CH02 = "ch02_attention"
 RELEASE_CH02 = ROOT / "notebooks" / CH02 / f"{CH02}.ipynb"
 SHIPPED_TRANSLATOR = ROOT / "solutions" / "ch10_translation" / "multi30k_small.pt"
 GERMAN = "Ein Hund rennt über die Wiese."
 
 # ---------------------------------------------------------------------------------------------
-# The commands of the README
+# The commands of the documentation
 
 FENCE = re.compile(r"^\s*```(\S*)")
 LIST_ITEM = re.compile(r"^ {0,3}(?:[-*+]|\d+[.)])\s")
@@ -52,7 +55,7 @@ INLINE_COMMAND = re.compile(
 )
 
 
-def readme_commands(text: str) -> list[str]:
+def markdown_commands(text: str) -> list[str]:
     """The commands shown in a Markdown text, in order, each once, without ``# comments``.
 
     Shell commands are the lines of ```bash (or sh, shell, console) blocks and of indented
@@ -97,6 +100,20 @@ def readme_commands(text: str) -> list[str]:
         if INLINE_COMMAND.match(span):
             commands.append(span)
     return list(dict.fromkeys(commands))
+
+
+def documents() -> list[Path]:
+    """The pages whose commands are tested: the README and every page of docs/."""
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def documented_commands() -> dict[str, Path]:
+    """Every command of ``documents()``, in order, each once, with the first page showing it."""
+    found: dict[str, Path] = {}
+    for page in documents():
+        for command in markdown_commands(page.read_text(encoding="utf-8")):
+            found.setdefault(command, page)
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,7 +258,7 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     r"^python -m autograder autograde( ch02 --jobs 2)?$": (
         GRADED_CLASS,
         "tests/pipeline/test_bad_submissions.py::test_each_bad_submission_is_flagged",
-        # `all` and `--student` (repeated), as the README's comment says.
+        # `all` and `--student` (repeated), as docs/instructors.md's comment says.
         "tests/pipeline/test_grade.py::test_cli_usage_errors",
         "tests/pipeline/test_bad_submissions.py::"
         "test_rerun_is_idempotent_and_serial_equals_parallel",
@@ -291,8 +308,8 @@ COVERAGE: dict[str, tuple[str, ...]] = {
         HERE + "test_translate_command_with_the_shipped_checkpoint",
         "tests/reference/test_translate_cli.py::test_module_runs_end_to_end",
     ),
-    # The README's figures: the same entry points, drawn into a temporary folder with tiny
-    # settings (the real run writes benchmarks/figures/).
+    # The figures of the README and docs/training.md: the same entry points, drawn into a
+    # temporary folder with tiny settings (the real run writes benchmarks/figures/).
     r"^python benchmarks/attention_scaling\.py$": (
         "tests/benchmarks/test_benchmark_scripts.py::test_attention_scaling_measures_both_paths",),
     r"^python benchmarks/readme_figures\.py$": (
@@ -347,7 +364,7 @@ def test_commands_are_found_in_every_form() -> None:
         "    continued inside the item, after a blank line",
         "Started by `torchrun`. Run `DIR=/tmp/x jupyter lab` but not `MULTI30K_DIR`.",
     ])
-    assert readme_commands(text) == [
+    assert markdown_commands(text) == [
         "make lab",
         "python -m autograder collect inbox/",
         "python -m autograder collect lms.zip",
@@ -358,13 +375,20 @@ def test_commands_are_found_in_every_form() -> None:
     ]
 
 
-def test_every_readme_command_is_covered() -> None:
+def test_the_documentation_is_the_readme_and_the_docs_pages() -> None:
+    pages = [page.relative_to(ROOT).as_posix() for page in documents()]
+    assert pages[0] == "README.md"
+    assert {"docs/instructors.md", "docs/class-server.md", "docs/security.md",
+            "docs/troubleshooting.md"} <= set(pages)
+
+
+def test_every_documented_command_is_covered() -> None:
     uncovered = [
-        command for command in readme_commands(README.read_text(encoding="utf-8"))
+        f"{page.relative_to(ROOT)}: {command}" for command, page in documented_commands().items()
         if not any(re.search(pattern, command) for pattern in COVERAGE)
     ]
     assert not uncovered, (
-        "README commands that no test runs:\n  " + "\n  ".join(uncovered)
+        "Documented commands that no test runs:\n  " + "\n  ".join(uncovered)
         + "\nAdd a test that runs each one and an entry for it in COVERAGE (tests/test_readme.py)."
     )
 
@@ -383,9 +407,43 @@ def test_coverage_names_existing_tests() -> None:
 
 
 def test_coverage_has_no_stale_entries() -> None:
-    commands = readme_commands(README.read_text(encoding="utf-8"))
+    commands = list(documented_commands())
     stale = [p for p in COVERAGE if not any(re.search(p, c) for c in commands)]
-    assert not stale, f"COVERAGE entries that match no README command (remove them): {stale}"
+    assert not stale, f"COVERAGE entries that match no documented command (remove them): {stale}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Links between the pages
+
+# The pages that link to each other: the documentation, the benchmarks' results and log, and
+# the Kubernetes guide.
+LINKED_PAGES = ("README.md", "docs/*.md", "benchmarks/*.md", "autograder/deploy/README.md")
+LINK = re.compile(r"\]\(([^)\s]+)\)|<img src=\"([^\"]+)\"")
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a Markdown page's headings: lower case, spaces as hyphens,
+    punctuation other than hyphens and underscores dropped."""
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in re.findall(r"^#+ (.+)$", text, flags=re.M)}
+
+
+def test_every_link_between_the_pages_leads_somewhere() -> None:
+    """A relative link names a file or folder that exists and, after ``#``, one of its headings
+    (a section moved to another page must take its links with it)."""
+    broken = []
+    for page in sorted({p for pattern in LINKED_PAGES for p in ROOT.glob(pattern)}):
+        for match in LINK.finditer(page.read_text(encoding="utf-8")):
+            target = match.group(1) or match.group(2)
+            if re.match(r"[a-z]+:", target):
+                continue  # another site
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and anchor not in heading_anchors(linked.read_text(encoding="utf-8")):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, "links that lead nowhere:\n  " + "\n  ".join(broken)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,13 +486,12 @@ def make_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in dropped}
 
 
-def readme_make_targets() -> list[str]:
-    commands = readme_commands(README.read_text(encoding="utf-8"))
-    return [c.split()[1] for c in commands if re.fullmatch(r"make \w+", c)]
+def documented_make_targets() -> list[str]:
+    return [c.split()[1] for c in documented_commands() if re.fullmatch(r"make \w+", c)]
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make, as the README says")
-@pytest.mark.parametrize("target", readme_make_targets())
+@pytest.mark.parametrize("target", documented_make_targets())
 def test_make_targets_run_the_documented_commands(target: str) -> None:
     """A dry run (``make -n``) of each target, every step forced (``-B``) as on a first run:
     each creates .venv and installs the course, then runs its command."""
@@ -506,8 +563,8 @@ def test_notebook_dir_is_the_lab_root() -> None:
 def test_conda_environment_name() -> None:
     import yaml
 
-    readme = README.read_text(encoding="utf-8")
-    (name,) = re.findall(r"`conda activate (\S+)`", readme)
+    text = "\n".join(page.read_text(encoding="utf-8") for page in documents())
+    (name,) = re.findall(r"`conda activate (\S+)`", text)
     assert yaml.safe_load((ROOT / "environment.yml").read_text())["name"] == name
 
 
@@ -569,7 +626,7 @@ def test_the_exchange_round_trip(tmp_path) -> None:
     exchange, learner = tmp_path / "exchange", tmp_path / "learner"
     exchange.mkdir()
     learner.mkdir()
-    # The learner's own nbgrader configuration, as the README shows it.
+    # The learner's own nbgrader configuration, as docs/instructors.md shows it.
     (learner / "nbgrader_config.py").write_text(
         f'c = get_config()\nc.CourseDirectory.course_id = "{COURSE_ID}"\n'
         f'c.Exchange.root = "{exchange}"\n', encoding="utf-8")
@@ -687,7 +744,7 @@ def test_download_command_with_the_files_in_place(multi30k_dir, tmp_path) -> Non
 
 @pytest.mark.slow
 def test_multi30k_training_then_translation(multi30k_dir, tmp_path, monkeypatch, capsys) -> None:
-    """The README's Multi30k training command, then its translate command on the result.
+    """The Multi30k training command of docs/training.md, then its translate command on the result.
 
     The command line, the gpu preset's choices (pre-LN, shared and tied embeddings, beam size)
     and the data path are the real ones; the model, the BPE vocabulary and the splits are cut

@@ -125,7 +125,7 @@ def dask_cluster(tmp_path_factory) -> Iterator[str]:
     processes = []
     try:
         log = folder / "scheduler.log"
-        # Dask's retries off, as the README starts it.
+        # Dask's retries off, as docs/instructors.md starts it.
         env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
         processes.append(start([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", "0",
                                 "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
@@ -187,8 +187,8 @@ def test_the_demo_grades_on_a_real_cluster(dask_cluster, tmp_path):
 
 
 def test_the_documented_scheduler_has_the_grading_settings(tmp_path):
-    """`DASK_CONFIG=autograder/pipeline/dask.yaml dask scheduler`, as the README starts a
-    cluster of one's own: the settings of `--jobs`, so the grader has nothing to warn of."""
+    """`DASK_CONFIG=autograder/pipeline/dask.yaml dask scheduler`, as docs/instructors.md starts
+    a cluster of one's own: the settings of `--jobs`, so the grader has nothing to warn of."""
     scheduler_file, log = tmp_path / "scheduler.json", tmp_path / "scheduler.log"
     process = start([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", "0",
                      "--no-dashboard", "--scheduler-file", str(scheduler_file)], log,

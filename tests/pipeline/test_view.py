@@ -187,8 +187,8 @@ def test_a_class_release_that_needs_an_open_answer_is_refused(tmp_path: Path):
 
 
 def test_the_close_and_view_commands(tmp_path: Path, capsys):
-    """The README's commands: `close` now or at a time (the view brought up to date when the
-    exchange is named), and `view` for a learners' image."""
+    """The commands of docs/class-server.md: `close` now or at a time (the view brought up to
+    date when the exchange is named), and `view` for a learners' image."""
     from autograder.cli import main
 
     course_dir, exchange = tmp_path / "course", tmp_path / "exchange"
