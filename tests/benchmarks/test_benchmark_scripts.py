@@ -133,3 +133,40 @@ def test_ship_language_model_trains_saves_and_measures_the_saved_file(
     assert len(metrics["samples"]) == len(ship.PROMPTS) and tok.get_vocab_size() == 2000
     assert model.config == {"vocab": 2000, **ship.RECIPE["model"]}
     assert "validation loss" in capsys.readouterr().out
+
+
+def test_gpu_figures_runs_its_steps_in_processes_and_gathers_their_figures(
+    tmp_path: Path, benchmark_script
+) -> None:
+    gpu = benchmark_script("gpu_figures")
+    code = gpu.main(["--quick", "--device", "cpu", "--only", "environment,amp",
+                     "--out", str(tmp_path)])
+
+    assert code == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert set(summary) == {"started", "command", "environment", "amp"}
+    assert summary["environment"]["status"] == "ok"
+    assert summary["environment"]["figures"]["torch"] == torch.__version__
+    amp = summary["amp"]["figures"]
+    # On the CPU both runs take the float32 path; the point here is the script's plumbing.
+    assert set(amp) == {"bfloat16", "float16"}
+    for run in amp.values():
+        assert run["exit"] == 0 and run["steps"] == 10, run
+        assert 0.0 <= run["exact_match"] <= 1.0
+    assert "task reverse" in (tmp_path / "amp.log").read_text()
+
+
+def test_gpu_figures_gives_the_training_what_the_other_steps_leave(
+    tmp_path: Path, benchmark_script
+) -> None:
+    gpu = benchmark_script("gpu_figures")
+    args = gpu.argparse.Namespace(budget=600.0, train_minutes=5.0, quick=False, device="cuda",
+                                  out=tmp_path)
+    command, limit = gpu.training_step(args, elapsed=210.0)
+    assert limit == 390.0
+    assert args.train_minutes == (600.0 - 210.0 - gpu.TRAINING_RESERVE) / 60
+    assert command[command.index("--train-minutes") + 1] == str(args.train_minutes)
+    # Without a budget the cap is --train-minutes, with the reserve for data and decoding.
+    args = gpu.argparse.Namespace(budget=None, train_minutes=2.0, quick=False, device="cuda",
+                                  out=tmp_path)
+    assert gpu.training_step(args, elapsed=999.0)[1] == 120.0 + gpu.TRAINING_RESERVE
