@@ -758,7 +758,9 @@ def test_multi30k_training_then_translation(multi30k_dir, tmp_path, monkeypatch,
         asked.append((task, name))
         preset = real_preset(task, name, **overrides)
         model = {**preset.model, "N": 1, "d_model": 32, "d_ff": 64, "h": 2}
-        return replace(preset, model=model, bpe_vocab_size=300, eval_sentences=4)
+        # The preset's linear decay needs more steps than its warm-up: two steps, one warm-up.
+        return replace(preset, model=model, bpe_vocab_size=300, eval_sentences=4,
+                       train=replace(preset.train, warmup=1))
 
     monkeypatch.setattr(train, "get_preset", small_preset)
     monkeypatch.setattr(train, "load_multi30k", lambda split, folder: real_load(split, folder)[:10])

@@ -70,7 +70,8 @@ class AttentionMaps:
 
 def _stacked(layers: nn.ModuleList, name: str) -> np.ndarray:
     """``(layers, heads, n_q, n_k)`` weights of the first (only) sentence of the last pass."""
-    return torch.stack([getattr(layer, name).attn_weights[0] for layer in layers]).float().numpy()
+    weights = torch.stack([getattr(layer, name).attn_weights[0] for layer in layers])
+    return weights.float().cpu().numpy()  # on a GPU the weights are copied to the host
 
 
 @torch.no_grad()
