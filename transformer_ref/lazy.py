@@ -30,7 +30,7 @@ def lend(module: str, sources: dict[str, tuple[str, ...]],
     Usage, in the gathering module::
 
         __getattr__, __dir__, __all__ = lend(__name__, {
-            "transformer_ref.np_heads": ("split_heads", "merge_heads"),
+            "transformer_ref.numpy.heads": ("split_heads", "merge_heads"),
         })
     """
     where = {name: source for source, names in sources.items() for name in names}

@@ -6,7 +6,7 @@ Synthetic tasks (no download)::
     [([9, 6, 7, 4, 2], [4, 7, 6, 9, 2]), ([4, 4, 5, 2], [5, 4, 4, 2])]
 
 Symbols are the ids ``4 .. 4 + num_symbols - 1`` (ids 0..3 are the special tokens of
-:mod:`transformer_ref.vocab`) and both sequences end with ``EOS_ID``.
+:mod:`transformer_ref.data.vocab`) and both sequences end with ``EOS_ID``.
 
 Multi30k (task 1, raw text) is read from a directory: ``MULTI30K_DIR`` when that variable is
 set, otherwise ``data/multi30k`` in the course folder (the checkout that holds this package),
@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from transformer_ref.validation import require_int
-from transformer_ref.vocab import EOS_ID, SPECIAL_TOKENS
+from transformer_ref.data.vocab import EOS_ID, SPECIAL_TOKENS
 
 FIRST_SYMBOL_ID = len(SPECIAL_TOKENS)
 SYNTHETIC_TASKS = ("copy", "reverse", "sort")
@@ -131,7 +131,7 @@ def synthetic_pairs(
 def course_root() -> Path | None:
     """The course folder this package belongs to (``pyproject.toml`` beside ``transformer_ref/``),
     or ``None`` for a copy installed elsewhere (site-packages)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     return root if (root / "pyproject.toml").is_file() else None
 
 
@@ -346,6 +346,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Multi30k files in {data_dir.resolve()} are complete and match their SHA-256 sums")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,13 +24,13 @@ from matplotlib.figure import Figure
 from tokenizers import Tokenizer
 from torch import nn
 
-from transformer_ref.basic_masks import make_src_mask
-from transformer_ref.greedy import EXTRA_OUTPUT_TOKENS
+from transformer_ref.data.tokenizer import decode, encode
+from transformer_ref.data.vocab import EOS_ID
+from transformer_ref.figures.plots import plot_attention_grid
+from transformer_ref.generation.greedy import EXTRA_OUTPUT_TOKENS
+from transformer_ref.model.basic_masks import make_src_mask
+from transformer_ref.model.targets import make_tgt_mask, shift_right
 from transformer_ref.modules import store_attention
-from transformer_ref.plots import plot_attention_grid
-from transformer_ref.targets import make_tgt_mask, shift_right
-from transformer_ref.tokenizer import decode, encode
-from transformer_ref.vocab import EOS_ID
 
 # decoder(model, src, src_mask, max_len) -> one list of output ids per source sentence.
 Decoder = Callable[[nn.Module, torch.Tensor, torch.Tensor, int], list[list[int]]]
@@ -143,7 +143,7 @@ def show_attention(
         decoder: decodes instead of the course's beam search (see :func:`attention_maps`).
 
     Returns:
-        The figure (see :func:`~transformer_ref.plots.plot_attention_grid`); the title holds
+        The figure (see :func:`~transformer_ref.figures.plots.plot_attention_grid`); the title holds
         the sentence and its translation.
     """
     if kind not in KINDS:

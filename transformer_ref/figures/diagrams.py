@@ -9,7 +9,7 @@ memory that cross-attention reads. :func:`plot_multi_head_attention` draws one a
 with the shapes of a given example: projection, split into heads, attention per head,
 concatenation and the output projection.
 
-Like :mod:`transformer_ref.plots`, each function draws onto the Axes it is given (or a new
+Like :mod:`transformer_ref.figures.plots`, each function draws onto the Axes it is given (or a new
 one) and returns it; nothing here needs torch.
 """
 

@@ -1,11 +1,11 @@
 """Decoding many sentences at once: pad, mask, sort by length, and give the order back.
 
 Decoding one sentence at a time leaves most of the hardware idle: every decoder step is a
-handful of tiny matrix products. :func:`translate_batched` stacks sentences of similar length
-into one padded ``(B, S)`` tensor, masks the padding, decodes the whole batch with
-:func:`~transformer_ref.greedy.greedy_decode` (or another decoder, such as beam search) and puts
-each output back in the position of its source. With a correct mask a sentence's output does
-not depend on the other sentences of its batch, so the result is the same for every
+handful of tiny matrix products. :func:`translate_batched` stacks sentences of similar length into
+one padded ``(B, S)`` tensor, masks the padding, decodes the whole batch with
+:func:`~transformer_ref.generation.greedy.greedy_decode` (or another decoder, such as beam search)
+and puts each output back in the position of its source. With a correct mask a sentence's output
+does not depend on the other sentences of its batch, so the result is the same for every
 ``batch_size``.
 """
 
@@ -16,18 +16,18 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from transformer_ref.basic_masks import make_src_mask
-from transformer_ref.batching import pad_sequences
-from transformer_ref.greedy import greedy_decode
+from transformer_ref.data.batching import pad_sequences
+from transformer_ref.data.vocab import PAD_ID
+from transformer_ref.generation.greedy import greedy_decode
+from transformer_ref.model.basic_masks import make_src_mask
 from transformer_ref.validation import require_int
-from transformer_ref.vocab import PAD_ID
 
 
 def _require_id_lists(sources: Sequence[Sequence[int]], where: str) -> list[list[int]]:
     if isinstance(sources, (str, torch.Tensor)) or not isinstance(sources, Sequence):
         raise TypeError(
             f"{where}: sources must be a list of token-id lists (one per sentence), got "
-            f"{type(sources).__name__}; encode sentences with transformer_ref.tokenizer."
+            f"{type(sources).__name__}; encode sentences with transformer_ref.data.tokenizer."
             f"encode_batch first"
         )
     lists = []

@@ -8,11 +8,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_ref.basic_masks import subsequent_mask
-from transformer_ref.greedy import check_max_len, check_source, cut_at_eos, next_log_probs
-from transformer_ref.targets import shift_right
+from transformer_ref.data.vocab import BOS_ID, EOS_ID
+from transformer_ref.generation.greedy import (
+    check_max_len,
+    check_source,
+    cut_at_eos,
+    next_log_probs,
+)
+from transformer_ref.model.basic_masks import subsequent_mask
+from transformer_ref.model.targets import shift_right
 from transformer_ref.validation import require_int
-from transformer_ref.vocab import BOS_ID, EOS_ID
 
 
 def length_penalty_factor(length: Tensor, alpha: float) -> Tensor:

@@ -1,5 +1,6 @@
-"""Beam search with a key/value cache: :func:`~transformer_ref.beam.beam_search`'s loop over
-a :class:`~transformer_ref.kv_cache.DecoderCache`, whose rows move with the beams.
+"""Beam search with a key/value cache: :func:`~transformer_ref.generation.beam.beam_search`'s
+loop over a :class:`~transformer_ref.generation.kv_cache.DecoderCache`, whose rows move with the
+beams.
 
 Conventions (shapes, masks): see :mod:`transformer_ref.modules`.
 """
@@ -9,11 +10,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from transformer_ref.beam import beam_loop, beam_search
-from transformer_ref.greedy import check_max_len, check_source
-from transformer_ref.kv_cache import DecoderCache, can_cache
+from transformer_ref.data.vocab import BOS_ID, EOS_ID
+from transformer_ref.generation.beam import beam_loop, beam_search
+from transformer_ref.generation.greedy import check_max_len, check_source
+from transformer_ref.generation.kv_cache import DecoderCache, can_cache
 from transformer_ref.validation import require_int
-from transformer_ref.vocab import BOS_ID, EOS_ID
 
 
 @torch.no_grad()
@@ -27,7 +28,7 @@ def cached_beam_search(
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
 ) -> list[list[int]]:
-    """:func:`~transformer_ref.beam.beam_search` with a :class:`DecoderCache`."""
+    """:func:`~transformer_ref.generation.beam.beam_search` with a :class:`DecoderCache`."""
     if not can_cache(model):
         return beam_search(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
                            eos_id)

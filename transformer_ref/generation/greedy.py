@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_ref.basic_masks import subsequent_mask
+from transformer_ref.data.vocab import BOS_ID, EOS_ID
+from transformer_ref.model.basic_masks import subsequent_mask
 from transformer_ref.validation import require_int
-from transformer_ref.vocab import BOS_ID, EOS_ID
 
 
 def check_source(src: Tensor, src_mask: Tensor, where: str) -> None:

@@ -1,14 +1,14 @@
 """Decoding with a key/value cache: each step runs the decoder on the newest token only.
 
-:func:`~transformer_ref.greedy.greedy_decode` and :func:`~transformer_ref.beam.beam_search`
-re-run the decoder over the whole prefix at every step, ``O(T^2)`` work that keeps them short
-and easy to check. A decoder layer's keys and values at a position never change once that
-position is decoded (the causal mask hides everything after it), so they can be kept and
-reused: :class:`DecoderCache` stores, per layer, the self-attention keys and values of the
-positions decoded so far and the cross-attention keys and values of the encoder output, and
-each step projects and attends for the newest position alone.
+:func:`~transformer_ref.generation.greedy.greedy_decode` and
+:func:`~transformer_ref.generation.beam.beam_search` re-run the decoder over the whole prefix at
+every step, ``O(T^2)`` work that keeps them short and easy to check. A decoder layer's keys and
+values at a position never change once that position is decoded (the causal mask hides everything
+after it), so they can be kept and reused: :class:`DecoderCache` stores, per layer, the
+self-attention keys and values of the positions decoded so far and the cross-attention keys and
+values of the encoder output, and each step projects and attends for the newest position alone.
 
-:func:`cached_greedy_decode` (and :func:`transformer_ref.cached_beam.cached_beam_search`,
+:func:`cached_greedy_decode` (and :func:`transformer_ref.generation.cached_beam.cached_beam_search`,
 in a module of its own because it holds the answer of chapter 10's beam search) take the same
 arguments as the plain decoders and give the same outputs (up to floating-point rounding)
 several times faster on long batches; the translate command and the training script decode
@@ -25,15 +25,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_ref.attention import MultiHeadAttention
-from transformer_ref.decoder import Decoder
-from transformer_ref.decoder_layer import DecoderLayer
-from transformer_ref.encoder_decoder import EncoderDecoder
-from transformer_ref.greedy import check_max_len, check_source, greedy_decode, greedy_loop
-from transformer_ref.learned_positional import LearnedPositionalEncoding
-from transformer_ref.positional import PositionalEncoding
-from transformer_ref.sublayers import residual
-from transformer_ref.vocab import BOS_ID, EOS_ID
+from transformer_ref.data.vocab import BOS_ID, EOS_ID
+from transformer_ref.generation.greedy import (
+    check_max_len,
+    check_source,
+    greedy_decode,
+    greedy_loop,
+)
+from transformer_ref.model.attention import MultiHeadAttention
+from transformer_ref.model.decoder import Decoder
+from transformer_ref.model.decoder_layer import DecoderLayer
+from transformer_ref.model.encoder_decoder import EncoderDecoder
+from transformer_ref.model.learned_positional import LearnedPositionalEncoding
+from transformer_ref.model.positional import PositionalEncoding
+from transformer_ref.model.sublayers import residual
 
 
 def can_cache(model: nn.Module) -> bool:
@@ -152,7 +157,7 @@ def cached_greedy_decode(
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
 ) -> list[list[int]]:
-    """:func:`~transformer_ref.greedy.greedy_decode` with a :class:`DecoderCache`."""
+    """:func:`~transformer_ref.generation.greedy.greedy_decode` with a :class:`DecoderCache`."""
     if not can_cache(model):
         return greedy_decode(model, src, src_mask, max_len, bos_id, eos_id)
     check_source(src, src_mask, "cached_greedy_decode")

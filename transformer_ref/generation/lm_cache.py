@@ -9,7 +9,7 @@ positions after those in the cache, attend to the cached keys and values and to 
 ``O(t^2)``, and the outputs are those of the model run on the whole sequence.
 
 Conventions (shapes): see :mod:`transformer_ref.modules`; the model is a
-:class:`~transformer_ref.language_model.LanguageModel` (or has its sub-modules).
+:class:`~transformer_ref.model.language_model.LanguageModel` (or has its sub-modules).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_ref.sublayers import residual
+from transformer_ref.model.sublayers import residual
 
 
 class KeyValueCache:

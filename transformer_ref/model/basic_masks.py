@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from transformer_ref.vocab import PAD_ID
+from transformer_ref.data.vocab import PAD_ID
 
 
 def require_token_batch(ids: Tensor, name: str, where: str) -> None:

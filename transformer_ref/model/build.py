@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformer_ref.encoder_decoder import EncoderDecoder
-from transformer_ref.learned_positional import LearnedPositionalEncoding
-from transformer_ref.model import make_model
+from transformer_ref.model.encoder_decoder import EncoderDecoder
+from transformer_ref.model.learned_positional import LearnedPositionalEncoding
+from transformer_ref.model.make_model import make_model
 
 POSITIONS = ("sinusoidal", "learned")
 
@@ -24,9 +24,9 @@ def build_model(
     """``make_model(src_vocab, tgt_vocab, **options)`` with the positions chosen.
 
     Args:
-        src_vocab, tgt_vocab, options: as for :func:`transformer_ref.model.make_model`.
+        src_vocab, tgt_vocab, options: as for :func:`transformer_ref.model.make_model.make_model`.
         positions: ``"sinusoidal"`` (the paper; a fixed table) or ``"learned"`` (a trained
-            table :class:`~transformer_ref.learned_positional.LearnedPositionalEncoding` of
+            table :class:`~transformer_ref.model.learned_positional.LearnedPositionalEncoding` of
             ``max_len`` rows; rows beyond the longest training sequence stay untrained, so keep
             ``max_len`` near that length).
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from transformer_ref.sublayers import final_norm
+from transformer_ref.model.sublayers import final_norm
 
 
 class Decoder(nn.Module):
     """A stack of ``n_layers`` layers (in ``layers``) and a final ``norm``.
 
-    The layers are :class:`transformer_ref.decoder_layer.DecoderLayer` unless ``layer`` names
+    The layers are :class:`transformer_ref.model.decoder_layer.DecoderLayer` unless ``layer`` names
     another class with the same constructor arguments (``d_model, h, d_ff, dropout,
     norm_first, fast_attention``) and the same ``forward``.
     """
@@ -33,7 +33,7 @@ class Decoder(nn.Module):
         if layer is None:
             # Imported here, not above: a class's learners, whose view of the course lacks the
             # answer of an open chapter, stack their own layer (``layer=MyDecoderLayer``).
-            from transformer_ref.decoder_layer import DecoderLayer
+            from transformer_ref.model.decoder_layer import DecoderLayer
 
             layer = DecoderLayer
         self.layers = nn.ModuleList(
@@ -45,7 +45,8 @@ class Decoder(nn.Module):
         self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None
     ) -> Tensor:
         """Arguments as for a layer's ``forward``
-        (:meth:`transformer_ref.decoder_layer.DecoderLayer.forward`); returns ``(B, T, d_model)``.
+        (:meth:`transformer_ref.model.decoder_layer.DecoderLayer.forward`); returns
+        ``(B, T, d_model)``.
         """
         for layer in self.layers:
             x = layer(x, memory, src_mask, tgt_mask)

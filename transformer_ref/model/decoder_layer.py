@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from transformer_ref.attention import MultiHeadAttention
-from transformer_ref.sublayers import PositionwiseFeedForward, residual
+from transformer_ref.model.attention import MultiHeadAttention
+from transformer_ref.model.sublayers import PositionwiseFeedForward, residual
 
 
 class DecoderLayer(nn.Module):

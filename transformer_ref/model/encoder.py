@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from transformer_ref.sublayers import final_norm
+from transformer_ref.model.sublayers import final_norm
 
 
 class Encoder(nn.Module):
     """A stack of ``n_layers`` layers (in ``layers``) and a final ``norm``.
 
-    The layers are :class:`transformer_ref.encoder_layer.EncoderLayer` unless ``layer`` names
+    The layers are :class:`transformer_ref.model.encoder_layer.EncoderLayer` unless ``layer`` names
     another class with the same constructor arguments (``d_model, h, d_ff, dropout,
     norm_first, fast_attention``) and the same ``forward``.
     """
@@ -33,7 +33,7 @@ class Encoder(nn.Module):
         if layer is None:
             # Imported here, not above: a class's learners, whose view of the course lacks the
             # answer of an open chapter, stack their own layer (``layer=MyEncoderLayer``).
-            from transformer_ref.encoder_layer import EncoderLayer
+            from transformer_ref.model.encoder_layer import EncoderLayer
 
             layer = EncoderLayer
         self.layers = nn.ModuleList(

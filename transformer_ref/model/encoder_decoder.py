@@ -12,12 +12,12 @@ from torch import Tensor, nn
 if TYPE_CHECKING:
     # Only for the annotations: importing them would load reference classes that a model
     # assembled from a learner's own parts does not need.
-    from transformer_ref.decoder import Decoder
-    from transformer_ref.embeddings import Embeddings
-    from transformer_ref.encoder import Encoder
-    from transformer_ref.generator import Generator
-    from transformer_ref.learned_positional import LearnedPositionalEncoding
-    from transformer_ref.positional import PositionalEncoding
+    from transformer_ref.model.decoder import Decoder
+    from transformer_ref.model.embeddings import Embeddings
+    from transformer_ref.model.encoder import Encoder
+    from transformer_ref.model.generator import Generator
+    from transformer_ref.model.learned_positional import LearnedPositionalEncoding
+    from transformer_ref.model.positional import PositionalEncoding
 
 
 class EncoderDecoder(nn.Module):

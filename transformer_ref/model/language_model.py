@@ -1,10 +1,10 @@
 """A decoder-only language model (GPT): token embeddings, learned positions, a stack of
-:class:`~transformer_ref.lm_block.DecoderOnlyBlock`, a final LayerNorm and the generator.
+:class:`~transformer_ref.model.lm_block.DecoderOnlyBlock`, a final LayerNorm and the generator.
 
 It reads a batch of token ids and returns, at every position, the logits of the token that
-comes next. Trained with the next-token loss (:func:`transformer_ref.lm_training.next_token_loss`)
-it learns the distribution of its training text, and :func:`transformer_ref.sampling.sample`
-draws new text from it.
+comes next. Trained with the next-token loss
+(:func:`transformer_ref.training.lm_training.next_token_loss`) it learns the distribution of its
+training text, and :func:`transformer_ref.generation.sampling.sample` draws new text from it.
 
 Conventions (shapes): see :mod:`transformer_ref.modules`.
 """
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from transformer_ref.embeddings import Embeddings
-from transformer_ref.generator import Generator
-from transformer_ref.learned_positional import LearnedPositionalEncoding
-from transformer_ref.lm_block import DecoderOnlyBlock
+from transformer_ref.model.embeddings import Embeddings
+from transformer_ref.model.generator import Generator
+from transformer_ref.model.learned_positional import LearnedPositionalEncoding
+from transformer_ref.model.lm_block import DecoderOnlyBlock
 
 
 class LanguageModel(nn.Module):
@@ -33,16 +33,17 @@ class LanguageModel(nn.Module):
         tie_weights: the generator's weight matrix is the embedding table (GPT-2 ties them).
 
     Attributes:
-        embed: :class:`~transformer_ref.embeddings.Embeddings` (``embed.lut``), scaled by
+        embed: :class:`~transformer_ref.model.embeddings.Embeddings` (``embed.lut``), scaled by
             ``sqrt(d_model)`` as in the paper.
-        pos_encoding: :class:`~transformer_ref.learned_positional.LearnedPositionalEncoding`.
+        pos_encoding: :class:`~transformer_ref.model.learned_positional.LearnedPositionalEncoding`.
         layers: ``N`` blocks; norm: the final LayerNorm of the pre-LN stack;
         generator: the output projection ``generator.proj`` to raw logits.
         max_len: as above; config: the constructor's arguments, so that
             ``LanguageModel(**model.config)`` rebuilds the architecture.
 
-    Weight matrices are Xavier-uniform initialised, as :func:`transformer_ref.model.make_model`
-    does (biases and LayerNorm keep PyTorch's defaults).
+    Weight matrices are Xavier-uniform initialised, as
+    :func:`transformer_ref.model.make_model.make_model` does (biases and LayerNorm keep PyTorch's
+    defaults).
     """
 
     def __init__(

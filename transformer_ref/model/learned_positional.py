@@ -17,7 +17,7 @@ from torch import Tensor, nn
 class LearnedPositionalEncoding(nn.Module):
     """Add a trained embedding of each position, then apply dropout.
 
-    A drop-in replacement for :class:`transformer_ref.positional.PositionalEncoding`: the
+    A drop-in replacement for :class:`transformer_ref.model.positional.PositionalEncoding`: the
     same constructor arguments and the same ``forward``. The table is a parameter
     ``pe.weight`` of shape ``(max_len, d_model)``, initialised from N(0, 0.02²) as in GPT-2,
     so it is trained and saved in the ``state_dict``.

@@ -1,6 +1,6 @@
 """The block of a decoder-only language model (GPT): masked self-attention, then the FFN.
 
-A decoder layer of the encoder–decoder (:mod:`transformer_ref.decoder`) without its
+A decoder layer of the encoder–decoder (:mod:`transformer_ref.model.decoder`) without its
 cross-attention: a language model has no source sentence to attend to. Its residual
 connections normalise first (pre-LN, as GPT-2 and most language models since): chapter 5
 measured why, the residual path stays an identity and deep stacks train without a careful
@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from transformer_ref.attention import MultiHeadAttention
-from transformer_ref.basic_masks import subsequent_mask
-from transformer_ref.sublayers import PositionwiseFeedForward, residual
+from transformer_ref.model.attention import MultiHeadAttention
+from transformer_ref.model.basic_masks import subsequent_mask
+from transformer_ref.model.sublayers import PositionwiseFeedForward, residual
 
 
 class DecoderOnlyBlock(nn.Module):
     """Causal self-attention, then the feed-forward network; each in a pre-LN residual
     connection ``x + dropout(sublayer(norm(x)))``.
 
-    Sub-modules (named as in :class:`transformer_ref.decoder.DecoderLayer`): ``self_attn``,
+    Sub-modules (named as in :class:`transformer_ref.model.decoder.DecoderLayer`): ``self_attn``,
     ``feed_forward``, ``norm1`` (before the attention), ``norm2`` (before the FFN) and
     ``dropout``, the paper's dropout on each sub-layer's output before it is added to ``x``.
     """

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from torch import nn
 
-from transformer_ref.decoder import Decoder
-from transformer_ref.embeddings import Embeddings
-from transformer_ref.encoder import Encoder
-from transformer_ref.encoder_decoder import EncoderDecoder
-from transformer_ref.generator import Generator
-from transformer_ref.positional import PositionalEncoding
+from transformer_ref.model.decoder import Decoder
+from transformer_ref.model.embeddings import Embeddings
+from transformer_ref.model.encoder import Encoder
+from transformer_ref.model.encoder_decoder import EncoderDecoder
+from transformer_ref.model.generator import Generator
+from transformer_ref.model.positional import PositionalEncoding
 
 
 def make_model(  # noqa: PLR0913 - chapter 8's graded signature

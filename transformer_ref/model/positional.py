@@ -8,14 +8,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from transformer_ref.np_positional import positional_encoding
+from transformer_ref.numpy.positional import positional_encoding
 
 
 class PositionalEncoding(nn.Module):
     """Add the sinusoidal positional encoding, then apply dropout.
 
     The table ``pe`` ``(1, max_len, d_model)`` comes from
-    :func:`transformer_ref.np_positional.positional_encoding`. It is a buffer, not a parameter:
+    :func:`transformer_ref.numpy.positional.positional_encoding`. It is a buffer, not a parameter:
     it moves with ``.to(device)`` but is never trained, and it is rebuilt rather than saved
     in the ``state_dict``.
     """

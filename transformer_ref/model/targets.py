@@ -8,8 +8,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from transformer_ref.basic_masks import require_token_batch, subsequent_mask
-from transformer_ref.vocab import BOS_ID, PAD_ID
+from transformer_ref.data.vocab import BOS_ID, PAD_ID
+from transformer_ref.model.basic_masks import require_token_batch, subsequent_mask
 
 
 def make_tgt_mask(tgt_in: Tensor, pad_id: int = PAD_ID) -> Tensor:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from transformer_ref.np_scaled_attention import scaled_dot_product_attention
+from transformer_ref.numpy.scaled_attention import scaled_dot_product_attention
 from transformer_ref.validation import (
     require_array,
     require_matmul,

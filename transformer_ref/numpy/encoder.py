@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from transformer_ref.np_heads import multi_head_attention
-from transformer_ref.np_positional import positional_encoding
-from transformer_ref.np_sublayers import add_and_norm, feed_forward
+from transformer_ref.numpy.heads import multi_head_attention
+from transformer_ref.numpy.positional import positional_encoding
+from transformer_ref.numpy.sublayers import add_and_norm, feed_forward
 from transformer_ref.validation import (
     require_array,
     require_even,

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from transformer_ref.build import build_model
+from transformer_ref.model.build import build_model
 
 
 def unwrap(model: nn.Module) -> nn.Module:

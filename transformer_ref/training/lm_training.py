@@ -30,13 +30,13 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer
 from torch import Tensor, nn
 
-from transformer_ref.batching import bucket_by_tokens, pad_sequences
-from transformer_ref.checkpoint import load_checkpoint, save_checkpoint
-from transformer_ref.data import load_multi30k
-from transformer_ref.tokenizer import encode_batch
-from transformer_ref.vocab import BOS_ID, PAD_ID
+from transformer_ref.data.batching import bucket_by_tokens, pad_sequences
+from transformer_ref.data.datasets import load_multi30k
+from transformer_ref.data.tokenizer import encode_batch
+from transformer_ref.data.vocab import BOS_ID, PAD_ID
+from transformer_ref.training.checkpoint import load_checkpoint, save_checkpoint
 
-SHIPPED_LM = Path(__file__).resolve().parent / "pretrained" / "multi30k_en_lm.pt"
+SHIPPED_LM = Path(__file__).resolve().parents[1] / "pretrained" / "multi30k_en_lm.pt"
 TASK = "multi30k-en-lm"
 
 
@@ -53,7 +53,8 @@ def encode_sentences(tok: Tokenizer, sentences: Sequence[str]) -> list[list[int]
 def lm_batches(sequences: Sequence[Sequence[int]], max_tokens: int, *, shuffle: bool,
                seed: int = 0) -> list[Tensor]:
     """Long ``(B, L)`` batches of similar lengths, right-padded with ``PAD_ID``, each with at
-    most ``max_tokens`` padded tokens (see :func:`transformer_ref.batching.bucket_by_tokens`)."""
+    most ``max_tokens`` padded tokens (see
+    :func:`transformer_ref.data.batching.bucket_by_tokens`)."""
     groups = bucket_by_tokens([len(s) for s in sequences], max_tokens, shuffle=shuffle,
                               seed=seed)
     return [pad_sequences([list(sequences[i]) for i in group]) for group in groups]
@@ -224,16 +225,16 @@ def load_language_model(path: str | Path = SHIPPED_LM, device: torch.device | st
         model_class: builds the model from the saved configuration,
             ``model_class(**checkpoint["model_config"])``, before the weights are loaded into
             it: any class with the parameter names of
-            :class:`transformer_ref.language_model.LanguageModel` (chapter 11's notebook passes
-            the learner's own). Default: that class. It is imported only then, so that reading
-            a checkpoint into another class never loads the course's answer.
+            :class:`transformer_ref.model.language_model.LanguageModel` (chapter 11's notebook
+            passes the learner's own). Default: that class. It is imported only then, so that
+            reading a checkpoint into another class never loads the course's answer.
     """
     checkpoint = load_checkpoint(path)
     if checkpoint.get("task") != TASK:
         raise ValueError(f"{path} holds a {checkpoint.get('task')!r} checkpoint, not a language "
                          f"model; save one with save_language_model")
     if model_class is None:
-        from transformer_ref.language_model import LanguageModel
+        from transformer_ref.model.language_model import LanguageModel
 
         model_class = LanguageModel
     model = model_class(**checkpoint["model_config"])

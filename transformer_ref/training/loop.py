@@ -44,18 +44,18 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from transformer_ref.batching import Batch, bucket_by_tokens, collate
-from transformer_ref.checkpoint import (
+from transformer_ref.data.batching import Batch, bucket_by_tokens, collate
+from transformer_ref.data.vocab import PAD_ID
+from transformer_ref.training.checkpoint import (
     load_checkpoint,
     restore_training_state,
     save_checkpoint,
     unwrap,
 )
-from transformer_ref.device import autocast_dtype, make_grad_scaler, resolve_device
-from transformer_ref.losses import LabelSmoothingLoss
-from transformer_ref.progress import TimeLeft
-from transformer_ref.schedule import make_lr_lambda
-from transformer_ref.vocab import PAD_ID
+from transformer_ref.training.device import autocast_dtype, make_grad_scaler, resolve_device
+from transformer_ref.training.losses import LabelSmoothingLoss
+from transformer_ref.training.progress import TimeLeft
+from transformer_ref.training.schedule import make_lr_lambda
 
 Pair = tuple[list[int], list[int]]
 
@@ -271,8 +271,9 @@ def make_optimizer(
 ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
     """Adam with the paper's settings and a warm-up schedule (base lr 1.0, scaled by the lambda).
 
-    ``decay`` picks what follows the warm-up (see :func:`transformer_ref.schedule.make_lr_lambda`);
-    ``"linear"`` reaches 0 at ``total_steps``.
+    ``decay`` picks what follows the warm-up (see
+    :func:`transformer_ref.training.schedule.make_lr_lambda`); ``"linear"`` reaches 0 at
+    ``total_steps``.
     """
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     rate = make_lr_lambda(decay, d_model, warmup, total_steps, factor)
@@ -439,7 +440,7 @@ class TrainState:
 @dataclass(frozen=True)
 class Checkpointing:
     """Where a run saves its checkpoints, whether it resumes from there, and what the
-    checkpoint stores besides the training state (see :mod:`transformer_ref.checkpoint`).
+    checkpoint stores besides the training state (see :mod:`transformer_ref.training.checkpoint`).
 
     Attributes:
         path: the checkpoint file, saved every ``save_every`` steps and at the end.

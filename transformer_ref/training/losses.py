@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_ref.vocab import PAD_ID
+from transformer_ref.data.vocab import PAD_ID
 
 # Log-probabilities are floored here so that a class masked with a -inf logit contributes a
 # large but finite penalty instead of inf (the same floor torch.nn.BCELoss uses).

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from sacrebleu.metrics import BLEU
 
-from transformer_ref.vocab import EOS_ID
+from transformer_ref.data.vocab import EOS_ID
 
 
 class BleuScore(NamedTuple):
@@ -43,7 +43,7 @@ def _require_strings(items: Sequence[Any], name: str, where: str) -> None:
         if not isinstance(item, str):
             raise TypeError(
                 f"{where}: {name}[{i}] is a {type(item).__name__}, expected a detokenised str; "
-                f"turn ids into text with transformer_ref.tokenizer.decode first"
+                f"turn ids into text with transformer_ref.data.tokenizer.decode first"
             )
 
 
@@ -79,8 +79,8 @@ def exact_match(predictions: Sequence[Any], targets: Sequence[Any]) -> float:
     """Fraction of predictions that equal their target exactly (for the synthetic tasks).
 
     Id sequences are compared up to their first ``EOS_ID``, so decoder outputs (cut before EOS)
-    can be compared with targets from :func:`transformer_ref.data.synthetic_pairs` (which end
-    with EOS). Strings are compared as they are.
+    can be compared with targets from :func:`transformer_ref.data.datasets.synthetic_pairs`
+    (which end with EOS). Strings are compared as they are.
 
     Args:
         predictions: sequences of ints (lists, tuples or 1-D tensors/arrays) or strings.

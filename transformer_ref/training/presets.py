@@ -20,8 +20,8 @@ import ast
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from transformer_ref.build import POSITIONS
-from transformer_ref.training import TrainConfig
+from transformer_ref.model.build import POSITIONS
+from transformer_ref.training.loop import TrainConfig
 
 TASKS = ("copy", "reverse", "sort", "multi30k")
 PRESETS = ("cpu", "cpu-long", "gpu")
@@ -162,7 +162,7 @@ def parse_setting(text: str) -> tuple[str, Any]:
 def with_settings(preset: Preset, settings: dict[str, Any]) -> Preset:
     """A copy of ``preset`` with some settings changed, for tuning runs.
 
-    A name may be a :class:`~transformer_ref.training.TrainConfig` field (``warmup``,
+    A name may be a :class:`~transformer_ref.training.loop.TrainConfig` field (``warmup``,
     ``lr_factor``, ``max_tokens``, ...), a model argument (:data:`MODEL_SETTINGS`; e.g.
     ``positions="learned"`` for a learned position table) or a preset field
     (:data:`PRESET_SETTINGS`).
