@@ -12,8 +12,8 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from transformer_ref.masks import make_src_mask, make_tgt_mask, shift_right
 from transformer_ref.data.vocab import BOS_ID, PAD_ID
+from transformer_ref.masks import make_src_mask, make_tgt_mask, shift_right
 
 
 @dataclass

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from transformer_ref.validation import require_int
 from transformer_ref.data.vocab import EOS_ID, SPECIAL_TOKENS
+from transformer_ref.validation import require_int
 
 FIRST_SYMBOL_ID = len(SPECIAL_TOKENS)
 SYNTHETIC_TASKS = ("copy", "reverse", "sort")

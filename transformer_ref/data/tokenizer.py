@@ -26,9 +26,14 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from transformer_ref.data.datasets import load_multi30k, multi30k_files, sha256_file, verify_multi30k
-from transformer_ref.validation import require_int
+from transformer_ref.data.datasets import (
+    load_multi30k,
+    multi30k_files,
+    sha256_file,
+    verify_multi30k,
+)
 from transformer_ref.data.vocab import EOS_ID, SPECIAL_TOKENS, UNK_ID
+from transformer_ref.validation import require_int
 
 DEFAULT_VOCAB_SIZE = 8000
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "transformer_ref"
@@ -81,7 +86,8 @@ def check_special_ids(tok: Tokenizer) -> None:
     if actual != list(range(len(SPECIAL_TOKENS))):
         raise ValueError(
             f"tokenizer has special tokens {SPECIAL_TOKENS} at ids {actual}, expected "
-            f"{list(range(len(SPECIAL_TOKENS)))}; build it with transformer_ref.data.tokenizer.train_bpe"
+            f"{list(range(len(SPECIAL_TOKENS)))}; build it with "
+            "transformer_ref.data.tokenizer.train_bpe"
         )
 
 
@@ -103,7 +109,8 @@ def load_or_train_tokenizer(
     training files, so a different vocabulary size or different data trains a new tokenizer.
 
     Args:
-        data_dir: the Multi30k directory (default :func:`transformer_ref.data.datasets.multi30k_dir`).
+        data_dir: the Multi30k directory (default
+            :func:`transformer_ref.data.datasets.multi30k_dir`).
         vocab_size: vocabulary size including the special tokens.
         cache_dir: where the JSON is kept (default ``~/.cache/transformer_ref``).
     """
