@@ -57,8 +57,8 @@ from torch import Tensor
 from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from transformer_ref.device import device_name, resolve_device
 from transformer_ref.modules import attention, fused_attention
+from transformer_ref.training.device import device_name, resolve_device
 
 DEFAULT_PLOT = Path(__file__).resolve().parent / "figures" / "attention_scaling.png"
 DEFAULT_LENGTHS = "64,128,256,512,1024,2048"

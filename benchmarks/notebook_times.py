@@ -19,7 +19,7 @@ should keep a learner waiting more than 3 s. Cells are numbered from 1, as Jupyt
 programs do on a shared machine: a learner's cells must stay quick there too. ``--root`` times
 the notebooks of another checkout (an earlier version, say) with this script.
 
-Chapters 10 and 11 read Multi30k from ``MULTI30K_DIR`` (see :mod:`transformer_ref.data`);
+Chapters 10 and 11 read Multi30k from ``MULTI30K_DIR`` (see :mod:`transformer_ref.data.datasets`);
 without the files their Multi30k sections are skipped and their times are not comparable. A
 notebook that fails does not stop the run: its status names the first error
 (``error: <exception>``, or ``failed: <exercise>`` for a check that did not pass). A cell
@@ -45,7 +45,7 @@ from typing import Any
 from autograder.course import ROOT, Course
 from autograder.learner.selfcheck import SelfCheckReport, run_selfcheck
 from autograder.pipeline.release import chapters_in
-from transformer_ref.data import MULTI30K_ENV, verify_multi30k
+from transformer_ref.data.datasets import MULTI30K_ENV, verify_multi30k
 
 FAST_ENV = "TRANSFORMER_COURSE_FAST"
 MODES = ("fast", "full")

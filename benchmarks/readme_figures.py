@@ -1,11 +1,11 @@
 """Draw the README's figures into ``benchmarks/figures/`` (CPU only, a few seconds).
 
 * ``positional_encoding.png``: the sinusoidal positional encoding of 100 positions at
-  ``d_model = 128`` (:func:`transformer_ref.np_positional.positional_encoding`).
+  ``d_model = 128`` (:func:`transformer_ref.numpy.positional.positional_encoding`).
 * ``translator_attention.png``: what the chapter 10 translator shipped with the course
   (``solutions/ch10_translation/multi30k_small.pt``) attends to while it translates one German
-  sentence. :func:`transformer_ref.attention_maps.attention_maps` translates the sentence with
-  beam search (beam 4, length penalty 0.6) and records the weights of one teacher-forced pass
+  sentence. :func:`transformer_ref.figures.attention_maps.attention_maps` translates the sentence
+  with beam search (beam 4, length penalty 0.6) and records the weights of one teacher-forced pass
   over the sentence and its translation, as chapter 10's ``show_attention`` does. The figure
   shows the cross-attention of the last decoder layer, one panel per head: columns are the
   German BPE tokens, and each row is the English token that decoder position produces (so the
@@ -32,10 +32,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from tokenizers import Tokenizer
 
-from transformer_ref.attention_maps import attention_maps
-from transformer_ref.checkpoint import load_model
-from transformer_ref.np_positional import positional_encoding
-from transformer_ref.plots import plot_attention_grid, plot_positional_encoding
+from transformer_ref.figures.attention_maps import attention_maps
+from transformer_ref.figures.plots import plot_attention_grid, plot_positional_encoding
+from transformer_ref.numpy.positional import positional_encoding
+from transformer_ref.training.checkpoint import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "figures"

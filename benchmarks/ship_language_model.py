@@ -1,11 +1,12 @@
 """Train the small language model chapter 11 ships, save it in float16 and record its figures.
 
 The recipe (:data:`RECIPE`) trains an English BPE of 2,000 tokens on the English side of the
-Multi30k training split, then a 4-block :class:`~transformer_ref.language_model.LanguageModel`
-with the next-token loss (:func:`transformer_ref.lm_training.train_language_model`). The saved
-file (default ``transformer_ref/pretrained/multi30k_en_lm.pt``, where
-:func:`transformer_ref.lm_training.load_language_model` finds it) holds the float16 weights,
-the tokenizer, the loss reports and these figures, measured on the saved file itself:
+Multi30k training split, then a 4-block
+:class:`~transformer_ref.model.language_model.LanguageModel` with the next-token loss
+(:func:`transformer_ref.training.lm_training.train_language_model`). The saved file (default
+``transformer_ref/pretrained/multi30k_en_lm.pt``, where
+:func:`transformer_ref.training.lm_training.load_language_model` finds it) holds the float16
+weights, the tokenizer, the loss reports and these figures, measured on the saved file itself:
 
 * ``val_loss`` / ``test2016_loss``: the next-token loss in nats per BPE token on the
   validation split and on test_2016_flickr, and their perplexities;
@@ -17,7 +18,7 @@ thread, as the notebook, while other programs ran)::
     python benchmarks/ship_language_model.py
     python benchmarks/ship_language_model.py --steps 50 --out /tmp/lm.pt   # a quick try
 
-Needs Multi30k in ``MULTI30K_DIR`` (see :mod:`transformer_ref.data`).
+Needs Multi30k in ``MULTI30K_DIR`` (see :mod:`transformer_ref.data.datasets`).
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ from typing import Any
 
 import torch
 
-from transformer_ref.data import multi30k_dir
-from transformer_ref.language_model import LanguageModel
-from transformer_ref.lm_training import (
+from transformer_ref.data.datasets import multi30k_dir
+from transformer_ref.data.tokenizer import decode, train_bpe
+from transformer_ref.generation.sampling import sample
+from transformer_ref.model.language_model import LanguageModel
+from transformer_ref.training.lm_training import (
     SHIPPED_LM,
     LMTrainConfig,
     encode_sentences,
@@ -46,8 +49,6 @@ from transformer_ref.lm_training import (
     save_language_model,
     train_language_model,
 )
-from transformer_ref.sampling import sample
-from transformer_ref.tokenizer import decode, train_bpe
 
 RECIPE: dict[str, Any] = {
     "bpe_vocab": 2000,

@@ -16,7 +16,7 @@ behind ``python -m transformer_ref.translate``::
     python benchmarks/ship_translator.py runs/multi30k-cpu-long
     python benchmarks/ship_translator.py runs/multi30k-cpu-long --out /tmp/model.pt
 
-Needs Multi30k in ``MULTI30K_DIR`` (see :mod:`transformer_ref.data`).
+Needs Multi30k in ``MULTI30K_DIR`` (see :mod:`transformer_ref.data.datasets`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from typing import Any
 import torch
 from sacrebleu.metrics import BLEU
 
-from transformer_ref.checkpoint import load_model, save_checkpoint
-from transformer_ref.data import load_multi30k, multi30k_dir
+from transformer_ref.data.datasets import load_multi30k, multi30k_dir
+from transformer_ref.training.checkpoint import load_model, save_checkpoint
 from transformer_ref.translate import load_translator, translate_sentences
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -44,9 +44,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer_ref.data.vocab import EOS_ID, PAD_ID
 from transformer_ref.masks import make_src_mask, make_tgt_mask, shift_right, subsequent_mask
 from transformer_ref.modules import Embeddings, Generator, PositionalEncoding, make_model
-from transformer_ref.vocab import EOS_ID, PAD_ID
 
 # Dense bf16 peak of common GPUs in FLOP/s (vendor data sheets, no sparsity); first match wins.
 PEAK_BF16_FLOPS = {

@@ -17,7 +17,7 @@ preset's first validation sentences for Multi30k), then the result:
 
 The gpu presets are sized for a CUDA GPU: without one they are skipped, with a line that says
 so, rather than trained for hours on the CPU. Multi30k is read from ``MULTI30K_DIR`` (see
-:mod:`transformer_ref.data`). Extra arguments after ``--`` go to the training command
+:mod:`transformer_ref.data.datasets`). Extra arguments after ``--`` go to the training command
 (e.g. ``-- --max-steps 50``).
 """
 
@@ -34,8 +34,8 @@ from typing import Any
 
 import torch
 
-from transformer_ref.device import resolve_device
-from transformer_ref.presets import PRESETS, TASKS, get_preset
+from transformer_ref.training.device import resolve_device
+from transformer_ref.training.presets import PRESETS, TASKS, get_preset
 
 ROOT = Path(__file__).resolve().parents[1]
 

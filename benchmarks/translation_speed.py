@@ -2,7 +2,7 @@
 
 All runs translate the same first ``--sentences`` German sentences of test_2016_flickr with
 the same beam size and the same ``max_len``, through
-:func:`transformer_ref.batch_translation.translate_batched`:
+:func:`transformer_ref.generation.batch_translation.translate_batched`:
 
 * the translate command's way: length-sorted batches of ``--batch-size`` sentences, decoded
   with the key/value cache (:func:`transformer_ref.translate.batch_decoder`);
@@ -18,7 +18,7 @@ outputs are compared sentence by sentence with the first run's.
     python benchmarks/translation_speed.py                       # shipped model, beam 4, 200
     python benchmarks/translation_speed.py --beam 1 --sentences 100 --json speed.json
 
-Needs Multi30k in ``MULTI30K_DIR`` (see :mod:`transformer_ref.data`).
+Needs Multi30k in ``MULTI30K_DIR`` (see :mod:`transformer_ref.data.datasets`).
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ from typing import Any
 
 import torch
 
-from transformer_ref.batch_translation import translate_batched
-from transformer_ref.data import load_multi30k, multi30k_dir
+from transformer_ref.data.datasets import load_multi30k, multi30k_dir
+from transformer_ref.data.tokenizer import encode_batch
 from transformer_ref.decoding import beam_search, greedy_decode
-from transformer_ref.device import resolve_device
-from transformer_ref.tokenizer import encode_batch
+from transformer_ref.generation.batch_translation import translate_batched
+from transformer_ref.training.device import resolve_device
 from transformer_ref.translate import EXTRA_OUTPUT_TOKENS, batch_decoder, load_translator
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -301,7 +301,7 @@ found = sorted(p.name for package in (autograder, transformer_ref)
                if "def softmax(" in p.read_text())
 print("FOUND:", found)
 try:
-    from transformer_ref.np_scaled_attention import softmax
+    from transformer_ref.numpy.scaled_attention import softmax
     print("IMPORTED:", softmax.__module__)
 except ImportError as exc:
     print("REFUSED:", exc)
@@ -357,7 +357,7 @@ def _close_in_formgrader(page: Page, hub: Hub, shots: Path) -> None:
     _assignment_row(formgrader).locator(".duedate", has_text=due.strftime("%Y-%m-%d")).wait_for(
         timeout=UI_MS)
     _screenshot(page, shots, "formgrader_due_date")
-    answer = hub.state / "course" / "view" / "transformer_ref" / "np_scaled_attention.py"
+    answer = hub.state / "course" / "view" / "transformer_ref" / "numpy" / "scaled_attention.py"
     deadline = time.monotonic() + VIEW_REFRESH_S
     while "def softmax(" not in answer.read_text():
         assert time.monotonic() < deadline, "the closed chapter's answer never joined the view"
@@ -450,8 +450,8 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
             assert "FOUND: []" in seen and "REFUSED:" in seen and "still open" in seen, seen
             _close_in_formgrader(page, hub, tmp_path)
             seen = _probe(learner, hub, "alice")
-            assert "FOUND: ['np_scaled_attention.py']" in seen, seen
-            assert "IMPORTED: transformer_ref.np_scaled_attention" in seen, seen
+            assert "FOUND: ['scaled_attention.py']" in seen, seen
+            assert "IMPORTED: transformer_ref.numpy.scaled_attention" in seen, seen
         finally:
             context.close()
         for name in LEARNERS:  # each learner's folder is theirs alone

@@ -27,8 +27,9 @@ import autograder.course
 from autograder.cli import main as autograder_main
 from autograder.course import COURSE_ID, course_config
 from autograder.exercises.registry import CHAPTERS, all_exercises
-from transformer_ref import tokenizer, train, translate
-from transformer_ref.presets import Preset
+from transformer_ref import train, translate
+from transformer_ref.data import tokenizer
+from transformer_ref.training.presets import Preset
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

@@ -8,8 +8,8 @@ The model only has to offer ``encode(src, src_mask)``, ``decode(tgt_in, memory, 
 tgt_mask)`` and ``generator(hidden)`` (raw logits), as
 :class:`transformer_ref.modules.EncoderDecoder` does. The decoder is re-run on the whole prefix
 at every step (no key/value cache), which keeps the code short at a cost of ``O(T^2)`` work;
-:mod:`transformer_ref.kv_cache` has the same two decoders with a cache, which the translate
-command uses.
+:mod:`transformer_ref.generation.kv_cache` has the same two decoders with a cache, which the
+translate command uses.
 
 This module gathers them in one place to import from, loading each only when it is used (why:
 :mod:`transformer_ref.lazy`).
@@ -18,6 +18,7 @@ This module gathers them in one place to import from, loading each only when it 
 from transformer_ref.lazy import lend
 
 __getattr__, __dir__, __all__ = lend(__name__, {
-    "transformer_ref.greedy": ("greedy_decode",),
-    "transformer_ref.beam": ("beam_search", "length_penalty_factor", "sequence_log_probs"),
+    "transformer_ref.generation.greedy": ("greedy_decode",),
+    "transformer_ref.generation.beam": (
+        "beam_search", "length_penalty_factor", "sequence_log_probs"),
 })

@@ -6,7 +6,8 @@ reference answer of the exercise itself (see ``autograder/exercises/reach.py``).
 the learners' own view of the course holds the same building blocks, without the answers of
 the chapters that are still open. Both need each answer in a module of its own, and the
 gathering modules (``transformer_ref.modules``, ``np_attention``, ``np_layers``, ``masks``,
-``decoding`` and the package itself) give the short imports the chapters use::
+``decoding``, on top of the subpackages that define the names, and the package itself, which
+lends their union) give the short imports the chapters use::
 
     from transformer_ref.modules import MultiHeadAttention, make_model
 
@@ -30,7 +31,7 @@ def lend(module: str, sources: dict[str, tuple[str, ...]],
     Usage, in the gathering module::
 
         __getattr__, __dir__, __all__ = lend(__name__, {
-            "transformer_ref.np_heads": ("split_heads", "merge_heads"),
+            "transformer_ref.numpy.heads": ("split_heads", "merge_heads"),
         })
     """
     where = {name: source for source, names in sources.items() for name in names}

@@ -22,6 +22,6 @@ This module gathers them in one place to import from, loading each only when it 
 from transformer_ref.lazy import lend
 
 __getattr__, __dir__, __all__ = lend(__name__, {
-    "transformer_ref.basic_masks": ("subsequent_mask", "make_src_mask"),
-    "transformer_ref.targets": ("make_tgt_mask", "shift_right"),
+    "transformer_ref.model.basic_masks": ("subsequent_mask", "make_src_mask"),
+    "transformer_ref.model.targets": ("make_tgt_mask", "shift_right"),
 })

@@ -34,16 +34,16 @@ This module gathers them in one place to import from, loading each only when it 
 from transformer_ref.lazy import lend
 
 __getattr__, __dir__, __all__ = lend(__name__, {
-    "transformer_ref.attention": (
+    "transformer_ref.model.attention": (
         "attention", "fused_attention", "MultiHeadAttention", "store_attention"),
-    "transformer_ref.sublayers": ("PositionwiseFeedForward", "residual"),
-    "transformer_ref.positional": ("PositionalEncoding",),
-    "transformer_ref.encoder_layer": ("EncoderLayer",),
-    "transformer_ref.encoder": ("Encoder",),
-    "transformer_ref.decoder_layer": ("DecoderLayer",),
-    "transformer_ref.decoder": ("Decoder",),
-    "transformer_ref.embeddings": ("Embeddings",),
-    "transformer_ref.generator": ("Generator",),
-    "transformer_ref.encoder_decoder": ("EncoderDecoder",),
-    "transformer_ref.model": ("make_model",),
+    "transformer_ref.model.sublayers": ("PositionwiseFeedForward", "residual"),
+    "transformer_ref.model.positional": ("PositionalEncoding",),
+    "transformer_ref.model.encoder_layer": ("EncoderLayer",),
+    "transformer_ref.model.encoder": ("Encoder",),
+    "transformer_ref.model.decoder_layer": ("DecoderLayer",),
+    "transformer_ref.model.decoder": ("Decoder",),
+    "transformer_ref.model.embeddings": ("Embeddings",),
+    "transformer_ref.model.generator": ("Generator",),
+    "transformer_ref.model.encoder_decoder": ("EncoderDecoder",),
+    "transformer_ref.model.make_model": ("make_model",),
 })

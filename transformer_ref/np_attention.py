@@ -15,8 +15,8 @@ This module gathers them in one place to import from, loading each only when it 
 from transformer_ref.lazy import lend
 
 __getattr__, __dir__, __all__ = lend(__name__, {
-    "transformer_ref.np_scaled_attention": (
+    "transformer_ref.numpy.scaled_attention": (
         "softmax", "causal_mask", "padding_mask", "scaled_dot_product_attention"),
-    "transformer_ref.np_attention_head": ("attention_head",),
-    "transformer_ref.np_heads": ("split_heads", "merge_heads", "multi_head_attention"),
+    "transformer_ref.numpy.attention_head": ("attention_head",),
+    "transformer_ref.numpy.heads": ("split_heads", "merge_heads", "multi_head_attention"),
 })

@@ -15,6 +15,6 @@ This module gathers them in one place to import from, loading each only when it 
 from transformer_ref.lazy import lend
 
 __getattr__, __dir__, __all__ = lend(__name__, {
-    "transformer_ref.np_sublayers": ("layer_norm", "feed_forward", "add_and_norm"),
-    "transformer_ref.np_encoder": ("ENCODER_BLOCK_KEYS", "encoder_block", "encoder"),
+    "transformer_ref.numpy.sublayers": ("layer_norm", "feed_forward", "add_and_norm"),
+    "transformer_ref.numpy.encoder": ("ENCODER_BLOCK_KEYS", "encoder_block", "encoder"),
 })

@@ -6,12 +6,12 @@ Examples::
     python -m transformer_ref.train --task multi30k --preset gpu --device cuda --out runs/m30k
     torchrun --nproc_per_node=2 -m transformer_ref.train --task multi30k --preset gpu
 
-Writes ``OUT/checkpoint.pt`` (see :mod:`transformer_ref.checkpoint`) and ``OUT/metrics.json``
-(wall time, steps, tokens per second, final metrics, device, and the history of the
-evaluations run every ``--eval-every`` steps, each with its training seconds so far).
-Synthetic tasks report exact match on held-out sequences (greedy decoding); Multi30k reports
-sacreBLEU (with its signature) on test_2016_flickr, decoded with beam search, and evaluates
-with greedy BLEU on the preset's first validation sentences along the way.
+Writes ``OUT/checkpoint.pt`` (see :mod:`transformer_ref.training.checkpoint`) and
+``OUT/metrics.json`` (wall time, steps, tokens per second, final metrics, device, and the history of
+the evaluations run every ``--eval-every`` steps, each with its training seconds so far). Synthetic
+tasks report exact match on held-out sequences (greedy decoding); Multi30k reports sacreBLEU (with
+its signature) on test_2016_flickr, decoded with beam search, and evaluates with greedy BLEU on the
+preset's first validation sentences along the way.
 """
 
 from __future__ import annotations
@@ -30,23 +30,14 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
-from transformer_ref.batching import collate
-from transformer_ref.build import build_model
-from transformer_ref.checkpoint import load_checkpoint, unwrap
-from transformer_ref.data import load_multi30k, multi30k_dir, synthetic_pairs
-from transformer_ref.device import autocast_dtype, device_name
-from transformer_ref.losses import LabelSmoothingLoss
-from transformer_ref.metrics import corpus_bleu, exact_match
-from transformer_ref.presets import (
-    PRESETS,
-    TASKS,
-    Preset,
-    get_preset,
-    parse_setting,
-    with_settings,
-)
-from transformer_ref.tokenizer import decode, encode_batch, load_or_train_tokenizer
-from transformer_ref.training import (
+from transformer_ref.data.batching import collate
+from transformer_ref.data.datasets import load_multi30k, multi30k_dir, synthetic_pairs
+from transformer_ref.data.tokenizer import decode, encode_batch, load_or_train_tokenizer
+from transformer_ref.data.vocab import PAD_ID
+from transformer_ref.model.build import build_model
+from transformer_ref.training.checkpoint import load_checkpoint, unwrap
+from transformer_ref.training.device import autocast_dtype, device_name
+from transformer_ref.training.loop import (
     Checkpointing,
     cleanup_distributed,
     fit,
@@ -54,7 +45,16 @@ from transformer_ref.training import (
     pair_length,
     seed_everything,
 )
-from transformer_ref.vocab import PAD_ID
+from transformer_ref.training.losses import LabelSmoothingLoss
+from transformer_ref.training.metrics import corpus_bleu, exact_match
+from transformer_ref.training.presets import (
+    PRESETS,
+    TASKS,
+    Preset,
+    get_preset,
+    parse_setting,
+    with_settings,
+)
 
 Pair = tuple[list[int], list[int]]
 FIRST_SYMBOL_ID = 4  # synthetic symbols follow the four special ids
@@ -86,7 +86,7 @@ def translate_ids(
     """
     # Imported here: the batched decoders hold chapter 10's answers, which a class's learners
     # do not see while that chapter is open; the rest of this module works without them.
-    from transformer_ref.batch_translation import translate_batched
+    from transformer_ref.generation.batch_translation import translate_batched
     from transformer_ref.translate import batch_decoder
 
     limit = model.config.get("max_len", 5000) - 1

@@ -29,20 +29,21 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
-from transformer_ref.batch_translation import Decoder, translate_batched
-from transformer_ref.cached_beam import cached_beam_search
-from transformer_ref.checkpoint import load_model
-from transformer_ref.device import resolve_device
-from transformer_ref.greedy import EXTRA_OUTPUT_TOKENS
-from transformer_ref.kv_cache import cached_greedy_decode
-from transformer_ref.tokenizer import check_special_ids, decode, encode_batch
+from transformer_ref.data.tokenizer import check_special_ids, decode, encode_batch
+from transformer_ref.generation.batch_translation import Decoder, translate_batched
+from transformer_ref.generation.cached_beam import cached_beam_search
+from transformer_ref.generation.greedy import EXTRA_OUTPUT_TOKENS
+from transformer_ref.generation.kv_cache import cached_greedy_decode
+from transformer_ref.training.checkpoint import load_model
+from transformer_ref.training.device import resolve_device
 from transformer_ref.validation import require_int
 
 
 def batch_decoder(beam_size: int, length_penalty: float = 0.6) -> Decoder:
     """Greedy decoding for ``beam_size == 1``, else the batched beam search with these options.
 
-    Both keep a key/value cache (:mod:`transformer_ref.kv_cache`) for models that allow it.
+    Both keep a key/value cache (:mod:`transformer_ref.generation.kv_cache`) for models that
+    allow it.
     """
     beam_size = require_int(beam_size, "beam_size", "batch_decoder", minimum=1)
     if beam_size == 1:

@@ -35,12 +35,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from autograder.demo import literal_followers as literal
-from transformer_ref.attention import MultiHeadAttention
-from transformer_ref.basic_masks import subsequent_mask
-from transformer_ref.np_heads import merge_heads, split_heads
-from transformer_ref.np_scaled_attention import scaled_dot_product_attention, softmax
-from transformer_ref.sublayers import PositionwiseFeedForward, residual
-from transformer_ref.vocab import BOS_ID, EOS_ID
+from transformer_ref.data.vocab import BOS_ID, EOS_ID
+from transformer_ref.model.attention import MultiHeadAttention
+from transformer_ref.model.basic_masks import subsequent_mask
+from transformer_ref.model.sublayers import PositionwiseFeedForward, residual
+from transformer_ref.numpy.heads import merge_heads, split_heads
+from transformer_ref.numpy.scaled_attention import scaled_dot_product_attention, softmax
 
 
 @dataclass(frozen=True)

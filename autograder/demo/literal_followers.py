@@ -27,13 +27,14 @@ import torch.nn.functional as F
 from torch import nn
 
 import transformer_ref.modules as ref
-from transformer_ref.basic_masks import subsequent_mask
-from transformer_ref.batching import pad_sequences
-from transformer_ref.decoder_layer import DecoderLayer
+from transformer_ref.data.batching import pad_sequences
+from transformer_ref.data.vocab import BOS_ID, PAD_ID
 from transformer_ref.decoding import greedy_decode
-from transformer_ref.encoder_layer import EncoderLayer
-from transformer_ref.learned_positional import LearnedPositionalEncoding
 from transformer_ref.masks import make_src_mask
+from transformer_ref.model.basic_masks import subsequent_mask
+from transformer_ref.model.decoder_layer import DecoderLayer
+from transformer_ref.model.encoder_layer import EncoderLayer
+from transformer_ref.model.learned_positional import LearnedPositionalEncoding
 from transformer_ref.modules import (
     Decoder,
     Embeddings,
@@ -46,12 +47,11 @@ from transformer_ref.modules import (
     residual,
 )
 from transformer_ref.np_attention import multi_head_attention
-from transformer_ref.np_heads import merge_heads, split_heads
 from transformer_ref.np_layers import add_and_norm, encoder_block, feed_forward
-from transformer_ref.np_positional import positional_encoding
-from transformer_ref.np_scaled_attention import scaled_dot_product_attention, softmax
-from transformer_ref.np_sublayers import layer_norm
-from transformer_ref.vocab import BOS_ID, PAD_ID
+from transformer_ref.numpy.heads import merge_heads, split_heads
+from transformer_ref.numpy.positional import positional_encoding
+from transformer_ref.numpy.scaled_attention import scaled_dot_product_attention, softmax
+from transformer_ref.numpy.sublayers import layer_norm
 
 # --- chapters 1 to 6 (NumPy) ------------------------------------------------------------------
 

@@ -21,12 +21,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_ref.basic_masks import subsequent_mask
-from transformer_ref.embeddings import Embeddings
-from transformer_ref.encoder_layer import EncoderLayer
-from transformer_ref.generator import Generator
-from transformer_ref.learned_positional import LearnedPositionalEncoding
-from transformer_ref.lm_block import DecoderOnlyBlock  # a learner's own block, in the notebook
+from transformer_ref.model.basic_masks import subsequent_mask
+from transformer_ref.model.embeddings import Embeddings
+from transformer_ref.model.encoder_layer import EncoderLayer
+from transformer_ref.model.generator import Generator
+from transformer_ref.model.learned_positional import LearnedPositionalEncoding
+from transformer_ref.model.lm_block import (
+    DecoderOnlyBlock,  # a learner's own block, in the notebook
+)
 from transformer_ref.modules import MultiHeadAttention, PositionwiseFeedForward, residual
 
 

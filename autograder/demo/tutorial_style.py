@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from autograder.demo.mutants import Mutant
 from autograder.demo.mutants.ch07 import StdLayerNorm
 from autograder.demo.mutants.ch11 import LanguageModelParts
+from transformer_ref.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_ref.masks import subsequent_mask
 from transformer_ref.modules import (
     Decoder,
@@ -36,7 +37,6 @@ from transformer_ref.modules import (
     PositionalEncoding,
     PositionwiseFeedForward,
 )
-from transformer_ref.vocab import BOS_ID, EOS_ID, PAD_ID
 
 # --- Annotated Transformer: attention() returns the weights too, clones of the layers -------
 

@@ -2,7 +2,8 @@
 
 The hints of the beam-search check compare a learner's hypotheses with what each known bug
 gives (:data:`BUGS`), and the chapter 10 mutants are these bugs. With every switch at its
-default, :func:`beam_variant` follows the course's rules (see :mod:`transformer_ref.beam`):
+default, :func:`beam_variant` follows the course's rules (see
+:mod:`transformer_ref.generation.beam`):
 every hypothesis proposes every next token, the ``beam_size`` candidates of a sentence with the
 best normalised score ``log P / ((5 + length) / 6) ** alpha`` survive, a hypothesis that
 emitted EOS keeps its score and length but stays in the beam, decoding stops once every
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from transformer_ref.vocab import BOS_ID, EOS_ID
+from transformer_ref.data.vocab import BOS_ID, EOS_ID
 
 if TYPE_CHECKING:
     from torch import Tensor, nn

@@ -2,10 +2,10 @@
 check and for the chapter 11 mutants.
 
 With every switch at its default, :class:`CacheVariant` is the course's cache
-(:mod:`transformer_ref.lm_cache`): new tokens take the positions after the cached ones, their
-keys and values are appended to each block's cache, they attend causally among themselves,
-and ``reorder`` moves the cached rows. The switches break one rule each (see
-:data:`CACHE_BUGS`, :class:`~autograder.exercises.beam_variants.Bug` each).
+(:mod:`transformer_ref.generation.lm_cache`): new tokens take the positions after the cached ones,
+their keys and values are appended to each block's cache, they attend causally among themselves, and
+``reorder`` moves the cached rows. The switches break one rule each (see :data:`CACHE_BUGS`,
+:class:`~autograder.exercises.beam_variants.Bug` each).
 
 torch is imported inside the functions, so importing this module stays torch-free.
 """

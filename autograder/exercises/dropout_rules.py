@@ -231,8 +231,8 @@ def inner_check(reference: nn.Module) -> tuple[InnerCheck, str] | None:
     accepts (for messages), or None for a sub-layer without an optional place (any dropout
     inside it is then misplaced). A new kind of sub-layer with an optional place (a GELU
     network, say) adds its reader here, with the signature of :func:`check_attention_dropout`."""
-    from transformer_ref.attention import MultiHeadAttention
-    from transformer_ref.sublayers import PositionwiseFeedForward
+    from transformer_ref.model.attention import MultiHeadAttention
+    from transformer_ref.model.sublayers import PositionwiseFeedForward
 
     if isinstance(reference, MultiHeadAttention):
         return check_attention_dropout, ATTENTION_PLACE
@@ -324,8 +324,8 @@ def _check_inside(ctx: CheckContext, pair: ModulePair, inputs: Sequence[Any], pa
 def optional_sublayers(reference: nn.Module) -> list[list[str]]:
     """The paths of every attention module and of every feed-forward network of a model: two
     groups of places where dropout is accepted, not required."""
-    from transformer_ref.attention import MultiHeadAttention
-    from transformer_ref.sublayers import PositionwiseFeedForward
+    from transformer_ref.model.attention import MultiHeadAttention
+    from transformer_ref.model.sublayers import PositionwiseFeedForward
 
     modules = list(reference.named_modules())
     return [[name for name, m in modules if isinstance(m, kind)]

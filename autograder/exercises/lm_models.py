@@ -131,10 +131,10 @@ class PartsOnlyLanguageModel(nn.Module):
 
     def __init__(self, vocab: int, N: int, d_model: int, d_ff: int, h: int, dropout: float,
                  max_len: int, tie_weights: bool) -> None:
-        from transformer_ref.embeddings import Embeddings
-        from transformer_ref.encoder_layer import EncoderLayer
-        from transformer_ref.generator import Generator
-        from transformer_ref.learned_positional import LearnedPositionalEncoding
+        from transformer_ref.model.embeddings import Embeddings
+        from transformer_ref.model.encoder_layer import EncoderLayer
+        from transformer_ref.model.generator import Generator
+        from transformer_ref.model.learned_positional import LearnedPositionalEncoding
 
         super().__init__()
         self.embed = Embeddings(vocab, d_model)

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from transformer_ref.model import make_model
+from transformer_ref.model.make_model import make_model
 
 
 class ScriptedModel:

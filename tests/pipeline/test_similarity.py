@@ -182,7 +182,7 @@ def test_the_flag_names_the_definition_pasted_into_a_longer_cell(tmp_path):
     check_chapter("ch09_training", root=ROOT, course_dir=course_dir)
     (flag,) = read_flags(course_dir, "zoe", "ch09_training")
     assert flag.code == COPIED_REFERENCE
-    assert "transformer_ref/greedy.py (greedy_decode)" in flag.reason
+    assert "transformer_ref/generation/greedy.py (greedy_decode)" in flag.reason
     assert "100%" in flag.reason
 
 

@@ -58,8 +58,8 @@ def test_no_answer_of_an_open_chapter_and_no_grader_code(k: int):
 
 def test_closing_a_chapter_reveals_its_answers():
     before, after = plan_view(_open(8)), plan_view(_open(9))
-    assert "transformer_ref.decoder_layer" in before.hidden
-    assert "transformer_ref.decoder_layer" in after.modules
+    assert "transformer_ref.model.decoder_layer" in before.hidden
+    assert "transformer_ref.model.decoder_layer" in after.modules
 
 
 def _site_packages() -> str:
@@ -95,7 +95,7 @@ def test_the_files_hold_no_reference_code(ch08_view: Path):
 
 
 def test_a_hidden_module_says_why_and_when(ch08_view: Path, tmp_path: Path):
-    result = _run_in_view(ch08_view, "import transformer_ref.decoder_layer")
+    result = _run_in_view(ch08_view, "import transformer_ref.model.decoder_layer")
     assert result.returncode != 0
     assert "ch08.decoder_layer" in result.stderr and "closes the chapter" in result.stderr
     # Also in a class whose released chapters import nothing of the course (chapter 2).
@@ -140,8 +140,8 @@ def test_the_view_holds_the_data_files_its_packages_install(tmp_path: Path):
     working on it finds the file in its view (and loads it into a model of its own)."""
     write_view(plan_view(_open(CHAPTERS.index("ch11_language_model") + 1)), tmp_path)
     result = _run_in_view(tmp_path, """
-        from transformer_ref.checkpoint import load_checkpoint
-        from transformer_ref.lm_training import SHIPPED_LM
+        from transformer_ref.training.checkpoint import load_checkpoint
+        from transformer_ref.training.lm_training import SHIPPED_LM
         print(SHIPPED_LM.is_relative_to(sys.path[0]), load_checkpoint(SHIPPED_LM)["step"] > 0)
         """)
     assert result.returncode == 0 and "True True" in result.stdout, result.stderr
@@ -159,7 +159,8 @@ def test_write_view_updates_in_place_and_says_when_it_changed(tmp_path: Path):
     assert (layers / "learner" / "nbgrader_config.py").is_file()
     assert (layers / "exchange" / "nbgrader_config.py").is_file()
     assert not (layers / "instructor").exists()
-    assert (tmp_path / "transformer_ref" / "np_heads.py").read_text().startswith('"""Not available')
+    stub = tmp_path / "transformer_ref" / "numpy" / "heads.py"
+    assert stub.read_text().startswith('"""Not available')
 
 
 def test_states_come_from_the_exchange_and_the_due_dates(tmp_path: Path):
@@ -196,7 +197,7 @@ def test_the_close_and_view_commands(tmp_path: Path, capsys):
     where = ["--course-dir", str(course_dir)]
     assert main(["close", "ch02", *where, "--exchange", str(exchange)]) == 0
     assert "its answers are part of the learners' view" in capsys.readouterr().out
-    answer = course_dir / "view" / "transformer_ref" / "np_scaled_attention.py"
+    answer = course_dir / "view" / "transformer_ref" / "numpy" / "scaled_attention.py"
     assert "def softmax(" in answer.read_text()
     assert main(["close", "ch03", "--at", "2026-12-08T18:00", *where]) == 0
     assert "ch03_attention_head: due 2026-12-08" in capsys.readouterr().out
@@ -208,5 +209,5 @@ def test_the_close_and_view_commands(tmp_path: Path, capsys):
     out = tmp_path / "view"
     assert main(["view", "--released", "ch01", "ch02", "--closed", "ch01", "--out", str(out),
                  *where]) == 0
-    assert "transformer_ref.np_heads" in capsys.readouterr().out  # an answer left out
-    assert (out / "transformer_ref" / "np_positional.py").read_text().count("def ") > 1
+    assert "transformer_ref.numpy.heads" in capsys.readouterr().out  # an answer left out
+    assert (out / "transformer_ref" / "numpy" / "positional.py").read_text().count("def ") > 1

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from transformer_ref.attention_maps import attention_maps, show_attention
-from transformer_ref.data import load_multi30k
-from transformer_ref.greedy import greedy_decode
+from transformer_ref.data.datasets import load_multi30k
+from transformer_ref.data.tokenizer import encode, train_bpe
+from transformer_ref.figures.attention_maps import attention_maps, show_attention
+from transformer_ref.generation.greedy import greedy_decode
 from transformer_ref.modules import make_model
-from transformer_ref.tokenizer import encode, train_bpe
 from transformer_ref.translate import translate_sentences
 
 SENTENCE = "Ein Hund rennt über die Wiese."

@@ -5,8 +5,8 @@ import random
 import pytest
 import torch
 
-from transformer_ref.batching import Batch, bucket_by_tokens, collate
-from transformer_ref.vocab import BOS_ID, EOS_ID, PAD_ID
+from transformer_ref.data.batching import Batch, bucket_by_tokens, collate
+from transformer_ref.data.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
 def test_collate_shapes_shift_and_masks():

@@ -4,17 +4,17 @@ key/value cache; the training settings that choose them."""
 import pytest
 import torch
 
-from transformer_ref.build import build_model
-from transformer_ref.cached_beam import cached_beam_search
-from transformer_ref.checkpoint import load_model, save_checkpoint
+from transformer_ref.data.vocab import EOS_ID, PAD_ID
 from transformer_ref.decoding import beam_search, greedy_decode
-from transformer_ref.kv_cache import cached_greedy_decode, can_cache
-from transformer_ref.learned_positional import LearnedPositionalEncoding
+from transformer_ref.generation.cached_beam import cached_beam_search
+from transformer_ref.generation.kv_cache import cached_greedy_decode, can_cache
 from transformer_ref.masks import make_src_mask, make_tgt_mask, shift_right
-from transformer_ref.model import make_model
-from transformer_ref.positional import PositionalEncoding
-from transformer_ref.presets import get_preset, parse_setting, with_settings
-from transformer_ref.vocab import EOS_ID, PAD_ID
+from transformer_ref.model.build import build_model
+from transformer_ref.model.learned_positional import LearnedPositionalEncoding
+from transformer_ref.model.make_model import make_model
+from transformer_ref.model.positional import PositionalEncoding
+from transformer_ref.training.checkpoint import load_model, save_checkpoint
+from transformer_ref.training.presets import get_preset, parse_setting, with_settings
 
 SMALL = dict(N=2, d_model=16, d_ff=32, h=2, dropout=0.0, max_len=40)
 VOCAB = 25

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from transformer_ref import data
-from transformer_ref.data import (
+from transformer_ref.data import datasets as data
+from transformer_ref.data.datasets import (
     MULTI30K_SHA256,
     DownloadError,
     course_root,
@@ -21,7 +21,7 @@ from transformer_ref.data import (
     synthetic_pairs,
     verify_multi30k,
 )
-from transformer_ref.vocab import EOS_ID
+from transformer_ref.data.vocab import EOS_ID
 
 # ---------------------------------------------------------------------------------------------
 # Synthetic tasks
@@ -103,9 +103,9 @@ def test_an_installed_copy_looks_below_the_current_directory(monkeypatch, tmp_pa
     """A copy of the package outside a course folder (no pyproject.toml beside it) keeps the
     relative default."""
     monkeypatch.delenv("MULTI30K_DIR", raising=False)
-    copy = tmp_path / "site-packages" / "transformer_ref"
+    copy = tmp_path / "site-packages" / "transformer_ref" / "data"
     copy.mkdir(parents=True)
-    monkeypatch.setattr(data, "__file__", str(copy / "data.py"))
+    monkeypatch.setattr(data, "__file__", str(copy / "datasets.py"))
     assert course_root() is None
     assert multi30k_dir().as_posix() == "data/multi30k"
 

@@ -12,11 +12,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
-from transformer_ref.batching import collate
-from transformer_ref.data import synthetic_pairs
-from transformer_ref.losses import LabelSmoothingLoss
+from transformer_ref.data.batching import collate
+from transformer_ref.data.datasets import synthetic_pairs
 from transformer_ref.modules import make_model
-from transformer_ref.training import backward_step, shard
+from transformer_ref.training.loop import backward_step, shard
+from transformer_ref.training.losses import LabelSmoothingLoss
 
 PAIRS = synthetic_pairs("reverse", 7, max_len=8, seed=4)  # odd count: unequal shards
 N_TOKENS = sum(len(tgt) for _, tgt in PAIRS)

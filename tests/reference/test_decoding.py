@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from transformer_ref.data.vocab import EOS_ID, PAD_ID
 from transformer_ref.decoding import (
     beam_search,
     greedy_decode,
@@ -14,7 +15,6 @@ from transformer_ref.decoding import (
 )
 from transformer_ref.masks import make_src_mask
 from transformer_ref.modules import make_model
-from transformer_ref.vocab import EOS_ID, PAD_ID
 
 VOCAB = 12
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

@@ -7,7 +7,11 @@ import pytest
 from matplotlib.axes import Axes
 from matplotlib.patches import Circle, FancyBboxPatch
 
-from transformer_ref.diagrams import architecture, plot_multi_head_attention, plot_transformer
+from transformer_ref.figures.diagrams import (
+    architecture,
+    plot_multi_head_attention,
+    plot_transformer,
+)
 
 VOCAB = 30
 
@@ -62,8 +66,8 @@ def test_pre_ln_moves_the_norms_before_the_sub_layers():
 
 
 def test_a_model_is_drawn_from_its_modules():
-    from transformer_ref.build import build_model
-    from transformer_ref.model import make_model
+    from transformer_ref.model.build import build_model
+    from transformer_ref.model.make_model import make_model
 
     for config in (dict(N=1, d_model=16, d_ff=24, h=2),
                    dict(N=3, d_model=32, d_ff=64, h=4, norm_first=True, share_embeddings=True,
@@ -82,7 +86,7 @@ def test_a_model_is_drawn_from_its_modules():
 
 
 def test_stacks_of_different_depths_are_labelled_each():
-    from transformer_ref.model import make_model
+    from transformer_ref.model.make_model import make_model
 
     model = make_model(VOCAB, VOCAB, N=3, d_model=16, d_ff=32, h=2)
     del model.decoder.layers[2]
@@ -132,7 +136,7 @@ def test_a_model_without_the_course_layout_is_named():
 
 
 def test_mixed_layer_norm_placements_are_refused():
-    from transformer_ref.model import make_model
+    from transformer_ref.model.make_model import make_model
 
     model = make_model(VOCAB, VOCAB, N=2, d_model=16, d_ff=32, h=2)
     model.decoder.layers[1].norm_first = True

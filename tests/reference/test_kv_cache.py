@@ -5,13 +5,13 @@ import functools
 import pytest
 import torch
 
-from transformer_ref.cached_beam import cached_beam_search
+from transformer_ref.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_ref.decoding import beam_search, greedy_decode
-from transformer_ref.greedy import next_log_probs
-from transformer_ref.kv_cache import DecoderCache, cached_greedy_decode, can_cache
+from transformer_ref.generation.cached_beam import cached_beam_search
+from transformer_ref.generation.greedy import next_log_probs
+from transformer_ref.generation.kv_cache import DecoderCache, cached_greedy_decode, can_cache
 from transformer_ref.masks import make_src_mask
 from transformer_ref.modules import make_model
-from transformer_ref.vocab import BOS_ID, EOS_ID, PAD_ID
 
 VOCAB = 30
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer_ref.language_model import LanguageModel
-from transformer_ref.lm_block import DecoderOnlyBlock
-from transformer_ref.lm_cache import KeyValueCache
-from transformer_ref.lm_training import (
+from transformer_ref.data.tokenizer import train_bpe
+from transformer_ref.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from transformer_ref.generation.lm_cache import KeyValueCache
+from transformer_ref.generation.sampling import filter_logits, pick_next, sample
+from transformer_ref.model.language_model import LanguageModel
+from transformer_ref.model.lm_block import DecoderOnlyBlock
+from transformer_ref.training.lm_training import (
     LMTrainConfig,
     lm_batches,
     load_language_model,
@@ -17,9 +20,6 @@ from transformer_ref.lm_training import (
     save_language_model,
     train_language_model,
 )
-from transformer_ref.sampling import filter_logits, pick_next, sample
-from transformer_ref.tokenizer import train_bpe
-from transformer_ref.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
 def _model(**changes) -> LanguageModel:

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from transformer_ref.learned_positional import LearnedPositionalEncoding
-from transformer_ref.positional import PositionalEncoding
+from transformer_ref.model.learned_positional import LearnedPositionalEncoding
+from transformer_ref.model.positional import PositionalEncoding
 
 
 def test_same_interface_as_the_sinusoidal_module():

@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_ref.losses import LabelSmoothingLoss
-from transformer_ref.vocab import PAD_ID
+from transformer_ref.data.vocab import PAD_ID
+from transformer_ref.training.losses import LabelSmoothingLoss
 
 
 def closed_form(logits: torch.Tensor, target: torch.Tensor, eps: float) -> float:

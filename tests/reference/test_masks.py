@@ -3,8 +3,8 @@
 import pytest
 import torch
 
+from transformer_ref.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_ref.masks import make_src_mask, make_tgt_mask, shift_right, subsequent_mask
-from transformer_ref.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
 def test_subsequent_mask_is_lower_triangular_bool():

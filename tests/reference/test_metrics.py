@@ -4,8 +4,8 @@ import pytest
 import sacrebleu
 import torch
 
-from transformer_ref.metrics import corpus_bleu, exact_match
-from transformer_ref.vocab import EOS_ID
+from transformer_ref.data.vocab import EOS_ID
+from transformer_ref.training.metrics import corpus_bleu, exact_match
 
 REFERENCES = [
     "A man in an orange hat starring at something.",

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
+from transformer_ref.data.vocab import EOS_ID, PAD_ID
 from transformer_ref.masks import make_src_mask, make_tgt_mask, shift_right, subsequent_mask
 from transformer_ref.modules import (
     DecoderLayer,
@@ -23,8 +24,7 @@ from transformer_ref.modules import (
 )
 from transformer_ref.np_attention import multi_head_attention as np_multi_head_attention
 from transformer_ref.np_layers import encoder_block as np_encoder_block
-from transformer_ref.np_positional import positional_encoding as np_positional_encoding
-from transformer_ref.vocab import EOS_ID, PAD_ID
+from transformer_ref.numpy.positional import positional_encoding as np_positional_encoding
 
 D_MODEL, HEADS, D_FF, LAYERS = 16, 4, 32, 2
 SRC_VOCAB, TGT_VOCAB = 11, 13

@@ -27,7 +27,7 @@ from transformer_ref.np_layers import (
     feed_forward,
     layer_norm,
 )
-from transformer_ref.np_positional import positional_encoding, relative_position_matrix
+from transformer_ref.numpy.positional import positional_encoding, relative_position_matrix
 
 LEADING_SHAPES = [(), (3,), (2, 3)]
 

@@ -8,9 +8,7 @@ import pytest
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from transformer_ref.np_attention import softmax
-from transformer_ref.np_positional import positional_encoding
-from transformer_ref.plots import (
+from transformer_ref.figures.plots import (
     plot_attention,
     plot_attention_grid,
     plot_curves,
@@ -20,6 +18,8 @@ from transformer_ref.plots import (
     plot_pe_waves,
     plot_positional_encoding,
 )
+from transformer_ref.np_attention import softmax
+from transformer_ref.numpy.positional import positional_encoding
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from transformer_ref.progress import TimeLeft
+from transformer_ref.training.progress import TimeLeft
 
 
 def test_the_first_report_only_marks_the_end_of_the_start_up():

@@ -3,7 +3,12 @@
 import pytest
 import torch
 
-from transformer_ref.schedule import linear_decay_rate, make_lr_lambda, noam_lambda, noam_rate
+from transformer_ref.training.schedule import (
+    linear_decay_rate,
+    make_lr_lambda,
+    noam_lambda,
+    noam_rate,
+)
 
 
 @pytest.mark.parametrize(

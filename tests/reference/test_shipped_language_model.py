@@ -4,8 +4,8 @@ figures, and what loading it gives."""
 import pytest
 import torch
 
-from transformer_ref.checkpoint import load_checkpoint
-from transformer_ref.lm_training import (
+from transformer_ref.training.checkpoint import load_checkpoint
+from transformer_ref.training.lm_training import (
     SHIPPED_LM,
     encode_sentences,
     english_sentences,

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_ref.checkpoint import load_checkpoint
-from transformer_ref.data import load_multi30k
-from transformer_ref.metrics import corpus_bleu
+from transformer_ref.data.datasets import load_multi30k
+from transformer_ref.training.checkpoint import load_checkpoint
+from transformer_ref.training.metrics import corpus_bleu
 from transformer_ref.translate import load_translator, translate_sentences
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,16 +6,16 @@ import unicodedata
 import pytest
 from tokenizers import Tokenizer
 
-from transformer_ref import tokenizer as tokenizer_module
-from transformer_ref.data import load_multi30k
-from transformer_ref.tokenizer import (
+from transformer_ref.data import tokenizer as tokenizer_module
+from transformer_ref.data.datasets import load_multi30k
+from transformer_ref.data.tokenizer import (
     decode,
     encode,
     encode_batch,
     load_or_train_tokenizer,
     train_bpe,
 )
-from transformer_ref.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
+from transformer_ref.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
 
 
 @pytest.fixture(scope="module")

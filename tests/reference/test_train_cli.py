@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_ref.batching import pad_sequences
-from transformer_ref.checkpoint import load_model
-from transformer_ref.data import synthetic_pairs
+from transformer_ref.data.batching import pad_sequences
+from transformer_ref.data.datasets import synthetic_pairs
 from transformer_ref.decoding import greedy_decode
 from transformer_ref.masks import make_src_mask
+from transformer_ref.training.checkpoint import load_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -140,7 +140,7 @@ def test_cpu_long_preset_is_for_multi30k_only(tmp_path):
 
 
 def test_every_preset_fixes_its_steps_and_has_no_time_cap():
-    from transformer_ref.presets import PRESETS, TASKS, get_preset
+    from transformer_ref.training.presets import PRESETS, TASKS, get_preset
 
     for task in TASKS:
         for name in PRESETS:

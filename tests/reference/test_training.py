@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from transformer_ref.checkpoint import load_checkpoint, load_model, save_checkpoint
-from transformer_ref.data import synthetic_pairs
-from transformer_ref.device import autocast_dtype, make_grad_scaler, resolve_device
+from transformer_ref.data.datasets import synthetic_pairs
 from transformer_ref.modules import make_model
-from transformer_ref.training import Checkpointing, TrainConfig, fit, seed_everything
+from transformer_ref.training.checkpoint import load_checkpoint, load_model, save_checkpoint
+from transformer_ref.training.device import autocast_dtype, make_grad_scaler, resolve_device
+from transformer_ref.training.loop import Checkpointing, TrainConfig, fit, seed_everything
 
 PAIRS = synthetic_pairs("copy", 300, max_len=6, seed=0)
 VOCAB = 14

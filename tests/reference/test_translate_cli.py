@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from transformer_ref import translate
-from transformer_ref.checkpoint import save_checkpoint
-from transformer_ref.data import load_multi30k
+from transformer_ref.data.datasets import load_multi30k
+from transformer_ref.data.tokenizer import train_bpe
 from transformer_ref.modules import make_model
-from transformer_ref.tokenizer import train_bpe
+from transformer_ref.training.checkpoint import save_checkpoint
 
 SENTENCES = [
     "Ein Hund rennt über die Wiese.",

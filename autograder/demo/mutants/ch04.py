@@ -15,7 +15,7 @@ import numpy as np
 
 from autograder.demo.mutants import Mutant
 from transformer_ref.np_attention import merge_heads, softmax, split_heads
-from transformer_ref.np_attention_head import attention_head
+from transformer_ref.numpy.attention_head import attention_head
 
 Array = np.ndarray
 

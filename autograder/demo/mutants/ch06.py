@@ -15,7 +15,7 @@ import numpy as np
 from autograder.demo.mutants import Mutant
 from transformer_ref.np_attention import multi_head_attention
 from transformer_ref.np_layers import add_and_norm, encoder_block, feed_forward, layer_norm
-from transformer_ref.np_positional import positional_encoding
+from transformer_ref.numpy.positional import positional_encoding
 
 Array = np.ndarray
 

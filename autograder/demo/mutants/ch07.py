@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from autograder.demo.mutants import Mutant
 from transformer_ref.modules import MultiHeadAttention, PositionwiseFeedForward, residual
-from transformer_ref.np_positional import positional_encoding
+from transformer_ref.numpy.positional import positional_encoding
 
 EXERCISE_MHA = "ch07.multi_head_attention"
 EXERCISE_FFN = "ch07.positionwise_feed_forward"

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from autograder.demo.mutants import Mutant
+from transformer_ref.data.vocab import BOS_ID, PAD_ID
 from transformer_ref.masks import subsequent_mask
 from transformer_ref.modules import (
     Decoder,
@@ -31,7 +32,6 @@ from transformer_ref.modules import (
     PositionwiseFeedForward,
     residual,
 )
-from transformer_ref.vocab import BOS_ID, PAD_ID
 
 SHIFT = "ch08.shift_right"
 TGT_MASK = "ch08.make_tgt_mask"

@@ -16,8 +16,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from autograder.demo.mutants import Mutant
+from transformer_ref.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_ref.masks import make_tgt_mask, subsequent_mask
-from transformer_ref.vocab import BOS_ID, EOS_ID, PAD_ID
 
 EXERCISE_LOSS = "ch09.label_smoothing_loss"
 EXERCISE_NOAM = "ch09.noam_rate"

@@ -16,10 +16,10 @@ from torch import Tensor, nn
 
 from autograder.demo.mutants import Mutant
 from autograder.exercises.beam_variants import Switches, beam_variant
-from transformer_ref.batching import pad_sequences
+from transformer_ref.data.batching import pad_sequences
+from transformer_ref.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_ref.decoding import greedy_decode
 from transformer_ref.masks import make_src_mask, subsequent_mask
-from transformer_ref.vocab import BOS_ID, EOS_ID, PAD_ID
 
 BEAM = "ch10.beam_search"
 BATCHED = "ch10.translate_batched"

@@ -1,14 +1,14 @@
 """Buggy and valid implementations of the chapter 11 exercises: the decoder-only block, the
 language model, sampling and the key/value cache.
 
-The references (:mod:`transformer_ref.lm_block`, :mod:`transformer_ref.language_model`,
-:mod:`transformer_ref.sampling`, :mod:`transformer_ref.lm_cache`): the block is causal
-self-attention then the FFN, each in a pre-LN residual connection with dropout on the
-sub-layer's output; the model adds learned positions to the scaled embeddings, runs the blocks,
-a final LayerNorm and the (optionally tied) generator; ``sample`` divides the logits by the
-temperature, keeps the top-k, then the top-p nucleus (the crossing token included), and draws
-with the generator; the cache feeds new tokens at the positions after the cached ones, appends
-their keys and values, and follows ``reorder``.
+The references (:mod:`transformer_ref.model.lm_block`, :mod:`transformer_ref.model.language_model`,
+:mod:`transformer_ref.generation.sampling`, :mod:`transformer_ref.generation.lm_cache`): the block
+is causal self-attention then the FFN, each in a pre-LN residual connection with dropout on the
+sub-layer's output; the model adds learned positions to the scaled embeddings, runs the blocks, a
+final LayerNorm and the (optionally tied) generator; ``sample`` divides the logits by the
+temperature, keeps the top-k, then the top-p nucleus (the crossing token included), and draws with
+the generator; the cache feeds new tokens at the positions after the cached ones, appends their keys
+and values, and follows ``reorder``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from torch import Tensor, nn
 
 from autograder.demo.mutants import Mutant
 from autograder.exercises.cache_variants import CacheVariant
-from transformer_ref.embeddings import Embeddings
-from transformer_ref.generator import Generator
-from transformer_ref.learned_positional import LearnedPositionalEncoding
-from transformer_ref.lm_block import DecoderOnlyBlock
+from transformer_ref.model.embeddings import Embeddings
+from transformer_ref.model.generator import Generator
+from transformer_ref.model.learned_positional import LearnedPositionalEncoding
+from transformer_ref.model.lm_block import DecoderOnlyBlock
 from transformer_ref.modules import MultiHeadAttention, PositionwiseFeedForward
 
 BLOCK = "ch11.decoder_only_block"

@@ -19,7 +19,7 @@ from autograder.exercises.checking import (
     tolerance_for,
 )
 from autograder.exercises.registry import register
-from transformer_ref.np_positional import positional_encoding as reference_encoding
+from transformer_ref.numpy.positional import positional_encoding as reference_encoding
 
 # Why the table should be float32 (a note, not a rule that costs points): the dtype models
 # train in, half the memory of float64; later chapters add it to float32 embeddings.
@@ -58,7 +58,7 @@ def _encoding_hints(expected: np.ndarray, seq_len: int, d_model: int) -> list[Hi
     points=2,
     difficulty="easy",
     minutes=15,
-    reference="transformer_ref.np_positional:positional_encoding",
+    reference="transformer_ref.numpy.positional:positional_encoding",
 )
 def check_positional_encoding(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Values for several sizes (long sequences, wide and tiny models), then ValueError for an
@@ -116,7 +116,7 @@ def _rotation_hints(expected: np.ndarray) -> list[Hint]:
     points=3,
     difficulty="hard",
     minutes=30,
-    reference="transformer_ref.np_positional:relative_position_matrix",
+    reference="transformer_ref.numpy.positional:relative_position_matrix",
 )
 def check_relative_position_matrix(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """For several offsets k and widths: the defining property ``PE[p + k] = PE[p] @ M`` for

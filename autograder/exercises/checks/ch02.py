@@ -63,7 +63,7 @@ def _softmax_hints(x: np.ndarray, axis: int) -> list[Hint]:
     points=2,
     difficulty="easy",
     minutes=10,
-    reference="transformer_ref.np_scaled_attention:softmax",
+    reference="transformer_ref.numpy.scaled_attention:softmax",
 )
 def check_softmax(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Default and explicit axes on several leading dimensions, square slices (where a
@@ -110,7 +110,7 @@ MASK_INVERTED = "your mask looks inverted: True must mean 'may attend'"
     points=1,
     difficulty="easy",
     minutes=5,
-    reference="transformer_ref.np_scaled_attention:causal_mask",
+    reference="transformer_ref.numpy.scaled_attention:causal_mask",
 )
 def check_causal_mask(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Boolean ``(n, n)``, True on and below the diagonal, for several sizes including 1 (a
@@ -134,7 +134,7 @@ def check_causal_mask(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     points=1,
     difficulty="easy",
     minutes=10,
-    reference="transformer_ref.np_scaled_attention:padding_mask",
+    reference="transformer_ref.numpy.scaled_attention:padding_mask",
 )
 def check_padding_mask(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Boolean ``(batch, 1, max_len)``, True for real tokens, for batches with full-length,
@@ -258,7 +258,7 @@ def call_with_mask(fn: Callable[..., Any], *args: Any, mask_shape: tuple[int, ..
     points=3,
     difficulty="medium",
     minutes=25,
-    reference="transformer_ref.np_scaled_attention:scaled_dot_product_attention",
+    reference="transformer_ref.numpy.scaled_attention:scaled_dot_product_attention",
 )
 def check_scaled_dot_product_attention(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Several leading dimensions, ``n_q != n_k`` and ``d_v != d_k``; masks of full and of

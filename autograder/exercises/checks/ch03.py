@@ -16,9 +16,9 @@ from transformer_ref.np_attention import scaled_dot_product_attention as referen
 # The course's building blocks the chapter's setup cell gives the learner's code; while an
 # exercise of this chapter is graded, its process holds these and nothing else of the course.
 BUILDING_BLOCKS = (
-    "transformer_ref.np_scaled_attention:causal_mask",
-    "transformer_ref.np_scaled_attention:scaled_dot_product_attention",
-    "transformer_ref.np_positional:positional_encoding",
+    "transformer_ref.numpy.scaled_attention:causal_mask",
+    "transformer_ref.numpy.scaled_attention:scaled_dot_product_attention",
+    "transformer_ref.numpy.positional:positional_encoding",
 )
 
 
@@ -60,7 +60,7 @@ def _head_hints(
     points=2,
     difficulty="medium",
     minutes=15,
-    reference="transformer_ref.np_attention_head:attention_head",
+    reference="transformer_ref.numpy.attention_head:attention_head",
     allowed=BUILDING_BLOCKS,
 )
 def check_attention_head(ctx: CheckContext, fn: Callable[..., Any]) -> None:

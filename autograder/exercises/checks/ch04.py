@@ -31,9 +31,9 @@ from transformer_ref.np_attention import causal_mask, scaled_dot_product_attenti
 # The course's building blocks the chapter's setup cell gives the learner's code; while an
 # exercise of this chapter is graded, its process holds these and nothing else of the course.
 BUILDING_BLOCKS = (
-    "transformer_ref.np_attention_head:attention_head",
-    "transformer_ref.np_scaled_attention:causal_mask",
-    "transformer_ref.np_scaled_attention:scaled_dot_product_attention",
+    "transformer_ref.numpy.attention_head:attention_head",
+    "transformer_ref.numpy.scaled_attention:causal_mask",
+    "transformer_ref.numpy.scaled_attention:scaled_dot_product_attention",
 )
 
 
@@ -93,7 +93,7 @@ def _split_hints(x: np.ndarray, num_heads: int) -> list[Hint]:
     points=2,
     difficulty="easy",
     minutes=10,
-    reference="transformer_ref.np_heads:split_heads",
+    reference="transformer_ref.numpy.heads:split_heads",
     allowed=BUILDING_BLOCKS,
 )
 def check_split_heads(ctx: CheckContext, fn: Callable[..., Any]) -> None:
@@ -135,7 +135,7 @@ def _merge_hints(x: np.ndarray) -> list[Hint]:
     points=2,
     difficulty="easy",
     minutes=10,
-    reference="transformer_ref.np_heads:merge_heads",
+    reference="transformer_ref.numpy.heads:merge_heads",
     allowed=BUILDING_BLOCKS,
 )
 def check_merge_heads(ctx: CheckContext, fn: Callable[..., Any]) -> None:
@@ -250,7 +250,7 @@ def _mha_cases(rng: np.random.Generator) -> list[tuple[str, tuple[Any, ...]]]:
     points=5,
     difficulty="hard",
     minutes=30,
-    reference="transformer_ref.np_heads:multi_head_attention",
+    reference="transformer_ref.numpy.heads:multi_head_attention",
     allowed=BUILDING_BLOCKS,
 )
 def check_multi_head_attention(ctx: CheckContext, fn: Callable[..., Any]) -> None:

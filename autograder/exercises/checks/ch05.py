@@ -25,7 +25,7 @@ QUIET_STD = 1e-3
 # The course's building blocks the chapter's setup cell gives the learner's code; while an
 # exercise of this chapter is graded, its process holds these and nothing else of the course.
 BUILDING_BLOCKS = (
-    "transformer_ref.np_heads:multi_head_attention",
+    "transformer_ref.numpy.heads:multi_head_attention",
 )
 
 
@@ -106,7 +106,7 @@ def _layer_norm_hints(x: np.ndarray, gamma: Any, beta: Any, eps: float) -> list[
     points=3,
     difficulty="medium",
     minutes=15,
-    reference="transformer_ref.np_sublayers:layer_norm",
+    reference="transformer_ref.numpy.sublayers:layer_norm",
     allowed=BUILDING_BLOCKS,
 )
 def check_layer_norm(ctx: CheckContext, fn: Callable[..., Any]) -> None:
@@ -156,7 +156,7 @@ def _ffn_hints(*args: np.ndarray) -> list[Hint]:
     points=2,
     difficulty="easy",
     minutes=10,
-    reference="transformer_ref.np_sublayers:feed_forward",
+    reference="transformer_ref.numpy.sublayers:feed_forward",
     allowed=BUILDING_BLOCKS,
 )
 def check_feed_forward(ctx: CheckContext, fn: Callable[..., Any]) -> None:
@@ -207,7 +207,7 @@ def _add_and_norm_hints(
     points=2,
     difficulty="easy",
     minutes=10,
-    reference="transformer_ref.np_sublayers:add_and_norm",
+    reference="transformer_ref.numpy.sublayers:add_and_norm",
     allowed=BUILDING_BLOCKS,
 )
 def check_add_and_norm(ctx: CheckContext, fn: Callable[..., Any]) -> None:

@@ -20,16 +20,16 @@ from autograder.exercises.checks.ch05 import gain_and_shift
 from autograder.exercises.registry import register
 from transformer_ref.np_attention import multi_head_attention
 from transformer_ref.np_layers import encoder_block, feed_forward, layer_norm
-from transformer_ref.np_positional import positional_encoding
+from transformer_ref.numpy.positional import positional_encoding
 
 # The course's building blocks the chapter's setup cell gives the learner's code; while an
 # exercise of this chapter is graded, its process holds these and nothing else of the course.
 BUILDING_BLOCKS = (
-    "transformer_ref.np_heads:multi_head_attention",
-    "transformer_ref.np_scaled_attention:padding_mask",
-    "transformer_ref.np_sublayers:add_and_norm",
-    "transformer_ref.np_sublayers:feed_forward",
-    "transformer_ref.np_positional:positional_encoding",
+    "transformer_ref.numpy.heads:multi_head_attention",
+    "transformer_ref.numpy.scaled_attention:padding_mask",
+    "transformer_ref.numpy.sublayers:add_and_norm",
+    "transformer_ref.numpy.sublayers:feed_forward",
+    "transformer_ref.numpy.positional:positional_encoding",
 )
 
 
@@ -105,7 +105,7 @@ def _block_hints(x: np.ndarray, p: dict[str, Any], num_heads: int, mask: Any) ->
     points=4,
     difficulty="medium",
     minutes=20,
-    reference="transformer_ref.np_encoder:encoder_block",
+    reference="transformer_ref.numpy.encoder:encoder_block",
     allowed=BUILDING_BLOCKS,
 )
 def check_encoder_block(ctx: CheckContext, fn: Callable[..., Any]) -> None:
@@ -169,7 +169,7 @@ def _encoder_hints(
     points=4,
     difficulty="medium",
     minutes=20,
-    reference="transformer_ref.np_encoder:encoder",
+    reference="transformer_ref.numpy.encoder:encoder",
     allowed=BUILDING_BLOCKS,
 )
 def check_encoder(ctx: CheckContext, fn: Callable[..., Any]) -> None:

@@ -53,7 +53,7 @@ from autograder.exercises.torch_checking import (
     random_tensor,
     training_output,
 )
-from transformer_ref.np_positional import positional_encoding
+from transformer_ref.numpy.positional import positional_encoding
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
@@ -63,17 +63,17 @@ if TYPE_CHECKING:
 # while an exercise of this chapter is graded, its process holds these and nothing else of the
 # course.
 NUMPY_BLOCKS = (
-    "transformer_ref.np_heads:multi_head_attention",
-    "transformer_ref.np_encoder:encoder_block",
-    "transformer_ref.np_sublayers:feed_forward",
-    "transformer_ref.np_positional:positional_encoding",
+    "transformer_ref.numpy.heads:multi_head_attention",
+    "transformer_ref.numpy.encoder:encoder_block",
+    "transformer_ref.numpy.sublayers:feed_forward",
+    "transformer_ref.numpy.positional:positional_encoding",
 )
 # The encoder layer (exercise 7.4) may also build on the course's attention and feed-forward
 # modules (``ref.MultiHeadAttention``, ``ref.PositionwiseFeedForward``), so it is graded in a
 # process of its own, apart from exercises 7.1 and 7.2 whose answers those are.
 MODULE_BLOCKS = (
-    "transformer_ref.attention:MultiHeadAttention",
-    "transformer_ref.sublayers:PositionwiseFeedForward",
+    "transformer_ref.model.attention:MultiHeadAttention",
+    "transformer_ref.model.sublayers:PositionwiseFeedForward",
 )
 
 
@@ -187,7 +187,7 @@ def _compare_attention(
     points=4,
     difficulty="hard",
     minutes=30,
-    reference="transformer_ref.attention:MultiHeadAttention",
+    reference="transformer_ref.model.attention:MultiHeadAttention",
     allowed=NUMPY_BLOCKS,
 )
 def check_multi_head_attention(ctx: CheckContext, fn: Callable[..., Any]) -> None:
@@ -261,7 +261,7 @@ def _ffn_hints(ffn: nn.Module, x: Tensor) -> list[Hint]:
     points=2,
     difficulty="easy",
     minutes=10,
-    reference="transformer_ref.sublayers:PositionwiseFeedForward",
+    reference="transformer_ref.model.sublayers:PositionwiseFeedForward",
     allowed=NUMPY_BLOCKS,
 )
 def check_positionwise_feed_forward(ctx: CheckContext, fn: Callable[..., Any]) -> None:
@@ -322,7 +322,7 @@ def _positional_hints(x: Tensor) -> list[Hint]:
     points=2,
     difficulty="medium",
     minutes=15,
-    reference="transformer_ref.positional:PositionalEncoding",
+    reference="transformer_ref.model.positional:PositionalEncoding",
     allowed=NUMPY_BLOCKS,
 )
 def check_positional_encoding(ctx: CheckContext, fn: Callable[..., Any]) -> None:
@@ -402,7 +402,7 @@ def _encoder_hints(layer: nn.Module, x: Tensor, mask: Tensor | None) -> list[Hin
     points=3,
     difficulty="medium",
     minutes=20,
-    reference="transformer_ref.encoder_layer:EncoderLayer",
+    reference="transformer_ref.model.encoder_layer:EncoderLayer",
     allowed=NUMPY_BLOCKS + MODULE_BLOCKS,
 )
 def check_encoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:

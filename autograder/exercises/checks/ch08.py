@@ -65,27 +65,27 @@ if TYPE_CHECKING:
 # The course's building blocks the chapter's setup cell gives the learner's code; while an
 # exercise of this chapter is graded, its process holds these and nothing else of the course.
 BUILDING_BLOCKS = (
-    "transformer_ref.basic_masks:make_src_mask",
-    "transformer_ref.basic_masks:subsequent_mask",
-    "transformer_ref.attention:MultiHeadAttention",
-    "transformer_ref.attention:store_attention",
-    "transformer_ref.sublayers:PositionwiseFeedForward",
-    "transformer_ref.sublayers:residual",
-    "transformer_ref.positional:PositionalEncoding",
-    "transformer_ref.generator:Generator",
-    "transformer_ref.encoder:Encoder",
-    "transformer_ref.np_positional:positional_encoding",
-    "transformer_ref.vocab",
+    "transformer_ref.model.basic_masks:make_src_mask",
+    "transformer_ref.model.basic_masks:subsequent_mask",
+    "transformer_ref.model.attention:MultiHeadAttention",
+    "transformer_ref.model.attention:store_attention",
+    "transformer_ref.model.sublayers:PositionwiseFeedForward",
+    "transformer_ref.model.sublayers:residual",
+    "transformer_ref.model.positional:PositionalEncoding",
+    "transformer_ref.model.generator:Generator",
+    "transformer_ref.model.encoder:Encoder",
+    "transformer_ref.numpy.positional:positional_encoding",
+    "transformer_ref.data.vocab",
 )
 # make_model may also assemble the course's decoder stack and encoder-decoder, so it is graded
 # in a process of its own, apart from the decoder layer whose answer that stack holds. There the
 # learner's own DecoderLayer and Embeddings are replaced by the course's (the grader's
 # substitutes), so that a mistake in exercise 8.3 or 8.4 is not paid for again here.
 MODEL_BLOCKS = (
-    "transformer_ref.decoder:Decoder",
-    "transformer_ref.decoder_layer:DecoderLayer",
-    "transformer_ref.embeddings:Embeddings",
-    "transformer_ref.encoder_decoder:EncoderDecoder",
+    "transformer_ref.model.decoder:Decoder",
+    "transformer_ref.model.decoder_layer:DecoderLayer",
+    "transformer_ref.model.embeddings:Embeddings",
+    "transformer_ref.model.encoder_decoder:EncoderDecoder",
 )
 
 
@@ -165,13 +165,13 @@ def _shift_hints(tgt: Tensor, bos_id: int, default_bos: int) -> list[Hint]:
     points=1,
     difficulty="easy",
     minutes=5,
-    reference="transformer_ref.targets:shift_right",
+    reference="transformer_ref.model.targets:shift_right",
     allowed=BUILDING_BLOCKS,
 )
 def check_shift_right(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Padded batches with the default BOS id and with another one; the result must be a
     Long tensor of the target's shape, and the target must stay unchanged."""
-    from transformer_ref.vocab import BOS_ID
+    from transformer_ref.data.vocab import BOS_ID
 
     rng = ctx.rng
     for bos_id in (None, int(rng.integers(5, 30))):
@@ -228,7 +228,7 @@ def _mask_hints(tgt_in: Tensor, pad_id: int) -> list[Hint]:
     points=2,
     difficulty="easy",
     minutes=10,
-    reference="transformer_ref.targets:make_tgt_mask",
+    reference="transformer_ref.model.targets:make_tgt_mask",
     allowed=BUILDING_BLOCKS,
 )
 def check_make_tgt_mask(ctx: CheckContext, fn: Callable[..., Any]) -> None:
@@ -260,7 +260,7 @@ def check_make_tgt_mask(ctx: CheckContext, fn: Callable[..., Any]) -> None:
 def _embedding_hints(reference: nn.Module, ids: Tensor) -> list[Hint]:
     import torch
 
-    from transformer_ref.np_positional import positional_encoding
+    from transformer_ref.numpy.positional import positional_encoding
 
     with torch.no_grad():
         rows = reference.lut(ids)
@@ -287,7 +287,7 @@ def _embedding_hints(reference: nn.Module, ids: Tensor) -> list[Hint]:
     points=1,
     difficulty="easy",
     minutes=5,
-    reference="transformer_ref.embeddings:Embeddings",
+    reference="transformer_ref.model.embeddings:Embeddings",
     allowed=BUILDING_BLOCKS,
 )
 def check_embeddings(ctx: CheckContext, fn: Callable[..., Any]) -> None:
@@ -423,7 +423,7 @@ def _check_source_padding(
     points=4,
     difficulty="medium",
     minutes=25,
-    reference="transformer_ref.decoder_layer:DecoderLayer",
+    reference="transformer_ref.model.decoder_layer:DecoderLayer",
     allowed=BUILDING_BLOCKS,
 )
 def check_decoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:
@@ -670,7 +670,7 @@ def _check_model_properties(
     points=5,
     difficulty="hard",
     minutes=30,
-    reference="transformer_ref.model:make_model",
+    reference="transformer_ref.model.make_model:make_model",
     allowed=BUILDING_BLOCKS + MODEL_BLOCKS,
 )
 def check_make_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:

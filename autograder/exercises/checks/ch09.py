@@ -1,12 +1,12 @@
 """Checks of chapter 9: the loss, the learning-rate schedule and greedy decoding.
 
 * ``LabelSmoothingLoss(vocab_size, pad_id, smoothing)`` is compared with
-  :class:`transformer_ref.losses.LabelSmoothingLoss` in float64 (the value and its gradient
+  :class:`transformer_ref.training.losses.LabelSmoothingLoss` in float64 (the value and its gradient
   with respect to the logits) on batches with padded targets, with padding ids other than 0,
   without smoothing, and with logits of ``-inf`` (a model that forbids the padding class).
 * ``noam_rate(step, d_model, warmup, factor)`` is compared with
-  :func:`transformer_ref.schedule.noam_rate` at step 0, around the end of the warm-up and far
-  after it.
+  :func:`transformer_ref.training.schedule.noam_rate` at step 0, around the end of the warm-up
+  and far after it.
 * ``greedy_decode(model, src, src_mask, max_len, bos_id, eos_id)`` decodes a padded batch
   with a *scripted* model (:class:`autograder.exercises.models.ScriptedModel`): a random
   Transformer whose end-of-sequence decisions follow a secret table, so that every sentence
@@ -52,8 +52,8 @@ from autograder.exercises.torch_checking import (
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
-# The floor of the log-probabilities (transformer_ref.losses.LOG_PROB_FLOOR, restated here so
-# that importing this module does not import torch).
+# The floor of the log-probabilities (transformer_ref.training.losses.LOG_PROB_FLOOR, restated
+# here so that importing this module does not import torch).
 LOG_PROB_FLOOR = -100.0
 # Relative tolerance for learning rates, whose values are too small for an absolute one.
 NOAM_RTOL = 1e-6
@@ -62,10 +62,10 @@ NOAM_RTOL = 1e-6
 # The course's building blocks the chapter's setup cell gives the learner's code; while an
 # exercise of this chapter is graded, its process holds these and nothing else of the course.
 BUILDING_BLOCKS = (
-    "transformer_ref.basic_masks:subsequent_mask",
-    "transformer_ref.model:make_model",
-    "transformer_ref.attention:store_attention",
-    "transformer_ref.vocab",
+    "transformer_ref.model.basic_masks:subsequent_mask",
+    "transformer_ref.model.make_model:make_model",
+    "transformer_ref.model.attention:store_attention",
+    "transformer_ref.data.vocab",
 )
 
 
@@ -229,7 +229,7 @@ def _loss_case(ctx: CheckContext, fn: Callable[..., Any], vocab: int, pad_id: in
     points=3,
     difficulty="medium",
     minutes=25,
-    reference="transformer_ref.losses:LabelSmoothingLoss",
+    reference="transformer_ref.training.losses:LabelSmoothingLoss",
     allowed=BUILDING_BLOCKS,
 )
 def check_label_smoothing_loss(ctx: CheckContext, fn: Callable[..., Any]) -> None:
@@ -306,7 +306,7 @@ def _as_float(value: Any, what: str) -> float:
     points=2,
     difficulty="easy",
     minutes=10,
-    reference="transformer_ref.schedule:noam_rate",
+    reference="transformer_ref.training.schedule:noam_rate",
     allowed=BUILDING_BLOCKS,
 )
 def check_noam_rate(ctx: CheckContext, fn: Callable[..., Any]) -> None:
@@ -470,7 +470,7 @@ def _compare_decoding(got: Any, expected: list[list[int]], what: str, bos_id: in
     points=3,
     difficulty="medium",
     minutes=25,
-    reference="transformer_ref.greedy:greedy_decode",
+    reference="transformer_ref.generation.greedy:greedy_decode",
     allowed=BUILDING_BLOCKS,
     builders=("autograder.exercises.models:ScriptedModel",),
 )

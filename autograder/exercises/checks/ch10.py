@@ -57,13 +57,13 @@ MIN_CASES = 4  # cases where beam search and greedy decoding disagree
 # The course's building blocks the chapter's setup cell gives the learner's code; while an
 # exercise of this chapter is graded, its process holds these and nothing else of the course.
 BUILDING_BLOCKS = (
-    "transformer_ref.greedy:greedy_decode",
-    "transformer_ref.basic_masks:make_src_mask",
-    "transformer_ref.basic_masks:subsequent_mask",
-    "transformer_ref.targets:make_tgt_mask",
-    "transformer_ref.targets:shift_right",
-    "transformer_ref.model:make_model",
-    "transformer_ref.vocab",
+    "transformer_ref.generation.greedy:greedy_decode",
+    "transformer_ref.model.basic_masks:make_src_mask",
+    "transformer_ref.model.basic_masks:subsequent_mask",
+    "transformer_ref.model.targets:make_tgt_mask",
+    "transformer_ref.model.targets:shift_right",
+    "transformer_ref.model.make_model:make_model",
+    "transformer_ref.data.vocab",
 )
 
 
@@ -77,7 +77,7 @@ def _graded_model_class() -> type:
     :func:`~autograder.exercises.torch_checking.graded_model_class`)."""
     from transformer_ref.modules import EncoderDecoder
 
-    return graded_model_class(EncoderDecoder, "transformer_ref.model:make_model",
+    return graded_model_class(EncoderDecoder, "transformer_ref.model.make_model:make_model",
                               _describe_model)
 
 
@@ -197,8 +197,8 @@ def _normalised_score(case: _Case, b: int, hyp: Sequence[int]) -> float:
     """``log P(hyp) / lp(length)`` of one output, scored the way beam search ranks it."""
     import torch
 
+    from transformer_ref.data.vocab import BOS_ID, EOS_ID
     from transformer_ref.decoding import length_penalty_factor, sequence_log_probs
-    from transformer_ref.vocab import BOS_ID, EOS_ID
 
     eos_id = case.kwargs.get("eos_id", EOS_ID)
     # An output shorter than max_len ended with an EOS that the cut removed.
@@ -248,7 +248,7 @@ def _designed_hint(cases: Sequence[_Case], outputs: Sequence[list[list[int]]]) -
 def _decode(fn: Callable[..., Any], case: _Case) -> list[list[int]]:
     """The learner's hypotheses on ``case``, checked for their form (and for the default
     start and end ids where the case passes others)."""
-    from transformer_ref.vocab import BOS_ID, EOS_ID
+    from transformer_ref.data.vocab import BOS_ID, EOS_ID
 
     what = case.describe(getattr(fn, "__name__", "beam_search"))
     got = call_torch(fn, case.model, case.src, case.src_mask, case.max_len, **case.kwargs)
@@ -345,8 +345,8 @@ def _designed_case(ctx: CheckContext, design: Design) -> _Case:
     import torch
 
     from autograder.exercises.models import TableModel
+    from transformer_ref.data.vocab import BOS_ID, EOS_ID
     from transformer_ref.masks import make_src_mask
-    from transformer_ref.vocab import BOS_ID, EOS_ID
 
     rng = ctx.rng
     ordinary = np.arange(4, DESIGN_VOCAB)
@@ -399,9 +399,10 @@ def _discriminating_cases(ctx: CheckContext, vocab: int, batch: int) -> list[_Ca
     points=5,
     difficulty="hard",
     minutes=45,
-    reference="transformer_ref.beam:beam_search",
+    reference="transformer_ref.generation.beam:beam_search",
     allowed=BUILDING_BLOCKS,
-    builders=("transformer_ref.model:make_model", "autograder.exercises.models:TableModel"),
+    builders=("transformer_ref.model.make_model:make_model",
+              "autograder.exercises.models:TableModel"),
 )
 def check_beam_search(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``beam_search(model, src, src_mask, max_len, beam_size=4, length_penalty=0.6,
@@ -480,8 +481,8 @@ def _decode_batches(model: nn.Module, sources: list[list[int]], max_len: int, ba
     mask at all); the known bugs' results, for hints."""
     import torch
 
-    from transformer_ref.batching import pad_sequences
-    from transformer_ref.greedy import greedy_decode
+    from transformer_ref.data.batching import pad_sequences
+    from transformer_ref.generation.greedy import greedy_decode
 
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     outputs: list[list[int]] = [[] for _ in sources]
@@ -501,7 +502,7 @@ class _BatchCase:
     def __init__(self, reference: Callable[..., Any], model: nn.Module,
                  sources: list[list[int]], max_len: int, batch_size: int | None,
                  pad_id: int | None) -> None:
-        from transformer_ref.vocab import PAD_ID
+        from transformer_ref.data.vocab import PAD_ID
 
         self.model, self.sources, self.max_len = model, sources, max_len
         self.batch_size, self.pad_id = batch_size, pad_id
@@ -572,7 +573,7 @@ def _telling_case(ctx: CheckContext, vocab: int, batch_size: int | None,
     """A case whose outputs change when they come back in the order of the lengths, and (for
     batches of more than one sentence) when the padding is not masked; drawn until one is
     found, at most ``DRAWS`` times, so that these bugs cannot pass by chance."""
-    from transformer_ref.vocab import EOS_ID, PAD_ID
+    from transformer_ref.data.vocab import EOS_ID, PAD_ID
 
     rng = ctx.rng
     case = None
@@ -594,9 +595,9 @@ def _telling_case(ctx: CheckContext, vocab: int, batch_size: int | None,
     points=3,
     difficulty="medium",
     minutes=30,
-    reference="transformer_ref.batch_translation:translate_batched",
-    allowed=(*BUILDING_BLOCKS, "transformer_ref.batching:pad_sequences"),
-    builders=("transformer_ref.model:make_model",),
+    reference="transformer_ref.generation.batch_translation:translate_batched",
+    allowed=(*BUILDING_BLOCKS, "transformer_ref.data.batching:pad_sequences"),
+    builders=("transformer_ref.model.make_model:make_model",),
 )
 def check_translate_batched(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``translate_batched(model, sources, max_len, batch_size=32, pad_id=PAD_ID,

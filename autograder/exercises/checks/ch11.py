@@ -85,19 +85,19 @@ if TYPE_CHECKING:
 # The course's building blocks the chapter's setup cell gives the learner's code; while an
 # exercise of this chapter is graded, its process holds these and nothing else of the course.
 BUILDING_BLOCKS = (
-    "transformer_ref.attention:MultiHeadAttention",
-    "transformer_ref.basic_masks:subsequent_mask",
-    "transformer_ref.sublayers:PositionwiseFeedForward",
-    "transformer_ref.sublayers:residual",
-    "transformer_ref.vocab",
+    "transformer_ref.model.attention:MultiHeadAttention",
+    "transformer_ref.model.basic_masks:subsequent_mask",
+    "transformer_ref.model.sublayers:PositionwiseFeedForward",
+    "transformer_ref.model.sublayers:residual",
+    "transformer_ref.data.vocab",
 )
 # The parts of a language model. Its stack may be built of chapter 7's encoder layer, which
 # with a causal mask and pre-LN computes a decoder-only block.
 MODEL_PARTS = (
-    "transformer_ref.embeddings:Embeddings",
-    "transformer_ref.learned_positional:LearnedPositionalEncoding",
-    "transformer_ref.generator:Generator",
-    "transformer_ref.encoder_layer:EncoderLayer",
+    "transformer_ref.model.embeddings:Embeddings",
+    "transformer_ref.model.learned_positional:LearnedPositionalEncoding",
+    "transformer_ref.model.generator:Generator",
+    "transformer_ref.model.encoder_layer:EncoderLayer",
 )
 SUBLAYERS = ("self_attn", "feed_forward")
 BLOCK_DROPOUT_PARTS = "self_attn, feed_forward and self.dropout"
@@ -184,7 +184,7 @@ def _block_hints(layer: nn.Module, x: Tensor) -> list[Hint]:
     points=3,
     difficulty="medium",
     minutes=20,
-    reference="transformer_ref.lm_block:DecoderOnlyBlock",
+    reference="transformer_ref.model.lm_block:DecoderOnlyBlock",
     allowed=BUILDING_BLOCKS,
 )
 def check_decoder_only_block(ctx: CheckContext, fn: Callable[..., Any]) -> None:
@@ -371,7 +371,7 @@ def _lm_dropout_hints(reference: nn.Module, without: Callable[..., Tensor],
     points=4,
     difficulty="medium",
     minutes=25,
-    reference="transformer_ref.language_model:LanguageModel",
+    reference="transformer_ref.model.language_model:LanguageModel",
     allowed=BUILDING_BLOCKS + MODEL_PARTS,
 )
 def check_language_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:
@@ -457,7 +457,7 @@ def _filtered_probs(logits: Tensor, temperature: float, top_k: int | None,
     known bug named ``bug`` (see :data:`SAMPLING_BUGS`)."""
     import torch
 
-    from transformer_ref.sampling import filter_logits
+    from transformer_ref.generation.sampling import filter_logits
 
     if bug == "sampling from the logits":
         weights = filter_logits(logits, temperature, top_k, top_p).clamp_min(0.0)
@@ -780,8 +780,8 @@ def _check_generator(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     points=4,
     difficulty="medium",
     minutes=30,
-    reference="transformer_ref.sampling:sample",
-    allowed=("transformer_ref.vocab",),
+    reference="transformer_ref.generation.sampling:sample",
+    allowed=("transformer_ref.data.vocab",),
     builders=("autograder.exercises.lm_models:TableLM",
               "autograder.exercises.lm_models:SeededGenerator"),
 )
@@ -818,7 +818,7 @@ def _random_lm(rng: np.random.Generator) -> nn.Module:
     the learner's process gets its parts (:data:`CACHE_MODEL`)."""
     import torch
 
-    from transformer_ref.language_model import LanguageModel
+    from transformer_ref.model.language_model import LanguageModel
 
     d_model, h, d_ff = _width(rng)
     config = dict(vocab=int(rng.integers(20, 40)), N=int(rng.integers(2, 4)), d_model=d_model,
@@ -901,7 +901,7 @@ def _check_generation(ctx: CheckContext, fn: Callable[..., Any], model: nn.Modul
     a cache (the reference's ``sample`` on the model), from the same generator seed."""
     import torch
 
-    from transformer_ref.sampling import pick_next
+    from transformer_ref.generation.sampling import pick_next
 
     rng = ctx.rng
     prompt = _tokens(rng, model, 3, int(rng.integers(2, 5)))
@@ -927,7 +927,7 @@ def _uncached_sample(model: nn.Module, prompt: Tensor, steps: int, seed: int,
     """The reference's generation without a cache."""
     import torch
 
-    from transformer_ref.sampling import sample
+    from transformer_ref.generation.sampling import sample
 
     return sample(model, prompt, steps, generator=torch.Generator().manual_seed(seed),
                   **settings)
@@ -939,7 +939,7 @@ def _uncached_sample(model: nn.Module, prompt: Tensor, steps: int, seed: int,
     points=5,
     difficulty="hard",
     minutes=40,
-    reference="transformer_ref.lm_cache:KeyValueCache",
+    reference="transformer_ref.generation.lm_cache:KeyValueCache",
     allowed=BUILDING_BLOCKS + MODEL_PARTS,
     builders=(CACHE_MODEL,),
 )

@@ -1,0 +1,1 @@
+"""The figures the notebooks draw: plots, architecture diagrams and attention maps."""
