@@ -129,13 +129,13 @@ def flops_per_target_token(run_dir: Path, model_config: dict[str, Any]) -> float
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from throughput_vs_torch import Size, model_flops
 
-    from transformer_ref.build import build_model
-    from transformer_ref.checkpoint import load_checkpoint
-    from transformer_ref.data import load_multi30k
-    from transformer_ref.presets import get_preset
-    from transformer_ref.tokenizer import encode_batch
-    from transformer_ref.training import pair_length
-    from transformer_ref.vocab import PAD_ID
+    from transformer_ref.data.datasets import load_multi30k
+    from transformer_ref.data.tokenizer import encode_batch
+    from transformer_ref.data.vocab import PAD_ID
+    from transformer_ref.model.build import build_model
+    from transformer_ref.training.checkpoint import load_checkpoint
+    from transformer_ref.training.loop import pair_length
+    from transformer_ref.training.presets import get_preset
 
     checkpoint = load_checkpoint(run_dir / "checkpoint.pt")
     tok = Tokenizer.from_str(checkpoint["tokenizer"])
@@ -170,11 +170,11 @@ def fitted_recipe(args: argparse.Namespace, command: list[str]) -> dict[str, Any
     import math
     from dataclasses import replace
 
-    from transformer_ref.build import build_model
-    from transformer_ref.device import resolve_device
-    from transformer_ref.presets import get_preset, parse_setting, with_settings
+    from transformer_ref.model.build import build_model
     from transformer_ref.train import build_parser, multi30k_setup
-    from transformer_ref.training import fit
+    from transformer_ref.training.device import resolve_device
+    from transformer_ref.training.loop import fit
+    from transformer_ref.training.presets import get_preset, parse_setting, with_settings
 
     parsed = build_parser().parse_args(command)
     preset = with_settings(get_preset("multi30k", "gpu"),
@@ -205,8 +205,8 @@ def multi30k(args: argparse.Namespace) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from throughput_vs_torch import peak_flops
 
-    from transformer_ref.device import resolve_device
     from transformer_ref.train import main as train_main
+    from transformer_ref.training.device import resolve_device
 
     run_dir = Path(tempfile.mkdtemp()) / "multi30k-gpu"
     command = ["--task", "multi30k", "--preset", "gpu", "--device", args.device,
