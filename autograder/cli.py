@@ -64,8 +64,8 @@ def _chapter_id(text: str) -> str:
 
 def _release(args: argparse.Namespace) -> int:
     # Imported here: nbgrader is slow to import and only this subcommand needs it.
-    from autograder.pipeline.release import release
-    from autograder.pipeline.view import view_folder
+    from autograder.steps.release import release
+    from autograder.steps.view import view_folder
 
     course = Course.of(args.root, args.course_dir)
     try:
@@ -97,7 +97,7 @@ def add_release(subparsers: argparse._SubParsersAction) -> None:
 def _close(args: argparse.Namespace) -> int:
     from datetime import datetime
 
-    from autograder.pipeline.view import close_chapter, refresh_view, view_folder
+    from autograder.steps.view import close_chapter, refresh_view, view_folder
 
     course = Course.of(args.root, args.course_dir)
     try:
@@ -136,7 +136,7 @@ def add_close(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _view(args: argparse.Namespace) -> int:
-    from autograder.pipeline.view import ChapterStates, chapter_states, plan_view, write_view
+    from autograder.steps.view import ChapterStates, chapter_states, plan_view, write_view
 
     course = Course.of(args.root, args.course_dir)
     states = chapter_states(course, args.exchange)
@@ -183,7 +183,7 @@ def _course(args: argparse.Namespace) -> Course:
 
 def _chapters(args: argparse.Namespace, course: Course) -> list[str]:
     """The chapters named on the command line; ``all``: those with collected submissions."""
-    from autograder.pipeline.release import chapters_in
+    from autograder.steps.release import chapters_in
 
     if args.chapter != "all":
         return [args.chapter]
@@ -195,7 +195,7 @@ def _chapter_or_all(text: str) -> str:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from autograder.pipeline.collect import collect
+    from autograder.collect.sources import collect
 
     if not args.sources and args.exchange is None:
         print("collect: name at least one folder or zip, or --exchange DIR", file=sys.stderr)
@@ -247,11 +247,11 @@ def _limits(args: argparse.Namespace):
 def _autograde(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from autograder.pipeline.grade import autograde
-    from autograder.pipeline.gradebook import quiet_gradebook, read_scores
-    from autograder.pipeline.report import summary_table
-    from autograder.pipeline.secret import SecretError, require_grading_secret
+    from autograder.grade.gradebook import quiet_gradebook, read_scores
+    from autograder.grade.learner import autograde
+    from autograder.grade.secret import SecretError, require_grading_secret
     from autograder.sandbox.launcher import GraderFaultError, sandbox_report
+    from autograder.steps.report import summary_table
 
     if _jobs(args) < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
@@ -340,8 +340,8 @@ def add_autograde(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _feedback(args: argparse.Namespace) -> int:
-    from autograder.pipeline.exchange import release_feedback
-    from autograder.pipeline.feedback import generate_feedback
+    from autograder.steps.exchange import release_feedback
+    from autograder.steps.feedback import generate_feedback
 
     course = _course(args)
     chapters = _chapters(args, course)
@@ -380,7 +380,7 @@ def add_feedback(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from autograder.pipeline.report import export_csv
+    from autograder.steps.report import export_csv
 
     course = _course(args)
     if args.output == "-":
@@ -415,7 +415,7 @@ def _chapter_or_none(word: str) -> str | None:
 
 def _audit(args: argparse.Namespace) -> int:
     from autograder.course import CHAPTERS as CHAPTER_IDS
-    from autograder.pipeline.audit import (
+    from autograder.grade.audit import (
         Finding,
         audit_file,
         audit_submissions,
@@ -476,7 +476,7 @@ def add_audit(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _similarity(args: argparse.Namespace) -> int:
-    from autograder.pipeline.similarity import check_chapter, flag_rows
+    from autograder.copies.detect import check_chapter, flag_rows
 
     course = _course(args)
     chapters = _chapters(args, course)
@@ -499,7 +499,7 @@ def _similarity(args: argparse.Namespace) -> int:
 
 def add_similarity(subparsers: argparse._SubParsersAction) -> None:
     """Add ``similarity CHAPTER|all [--threshold T] [--root DIR] [--course-dir DIR]``."""
-    from autograder.pipeline.similarity import THRESHOLD
+    from autograder.copies.pairs import THRESHOLD
 
     parser = subparsers.add_parser(
         "similarity", help="flag answers copied from the course's code or from each other",
@@ -559,7 +559,7 @@ def add_selfcheck(subparsers: argparse._SubParsersAction) -> None:
 
 def _demo(args: argparse.Namespace) -> int:
     from autograder.demo.demo import run_demo, table
-    from autograder.pipeline.secret import SecretError, development_grading, require_grading_secret
+    from autograder.grade.secret import SecretError, development_grading, require_grading_secret
     from autograder.sandbox.launcher import GraderFaultError
 
     if _jobs(args) < 1:

@@ -3,7 +3,7 @@
 Flags live in small JSON files, ``<course>/flags/<student>/<chapter>.json``, one list per stage
 (``collect``, ``grade``, ``similarity``, ``feedback``), so that collecting again replaces the
 collect flags, grading again replaces the grade flags and checking the class for copies again
-(:mod:`autograder.pipeline.similarity`) replaces the similarity flags::
+(:mod:`autograder.copies.detect`) replaces the similarity flags::
 
     {"collect": [], "grade": [{"cell": "ch02_softmax_test", "code": "test_cell_edited",
                                "reason": "..."}]}

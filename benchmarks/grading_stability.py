@@ -21,13 +21,13 @@ import time
 import warnings
 from pathlib import Path
 
+from autograder.collect.sources import collect
 from autograder.course import Course
 from autograder.demo.demo import prepare_course
 from autograder.demo.sample_class import LEARNERS, NUMPY_CHAPTERS, build_class, compare
-from autograder.pipeline.collect import collect
-from autograder.pipeline.grade import autograde
-from autograder.pipeline.report import export_csv
-from autograder.pipeline.secret import DEVELOPMENT_ENV
+from autograder.grade.learner import autograde
+from autograder.grade.secret import DEVELOPMENT_ENV
+from autograder.steps.report import export_csv
 
 
 def grade_once(class_dir: Path, course: Course, **where) -> tuple[float, list, str]:

@@ -44,7 +44,7 @@ from typing import Any
 
 from autograder.course import ROOT, Course
 from autograder.learner.selfcheck import SelfCheckReport, run_selfcheck
-from autograder.pipeline.release import chapters_in
+from autograder.steps.release import chapters_in
 from transformer_ref.data import MULTI30K_ENV, verify_multi30k
 
 FAST_ENV = "TRANSFORMER_COURSE_FAST"

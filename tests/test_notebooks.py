@@ -28,8 +28,8 @@ from autograder.course import ROOT, course_config
 from autograder.exercises.checking import CHECKS_ENV
 from autograder.exercises.registry import all_exercises, get_exercise
 from autograder.notebook import strip_hidden_tests
-from autograder.pipeline.release import chapters_in, generate
-from autograder.pipeline.view import ChapterStates, plan_view, write_view
+from autograder.steps.release import chapters_in, generate
+from autograder.steps.view import ChapterStates, plan_view, write_view
 
 CHAPTERS = chapters_in(ROOT)
 TEST_SECRET = "notebook-tests-secret"

@@ -25,11 +25,11 @@ import pytest
 from test_bad_submissions import LIMIT_ARGS, answered, sha256_tree, slim
 
 from autograder.cli import main
+from autograder.collect.folders import MAX_NOTEBOOK_BYTES
+from autograder.copies.pairs import CODES as COPY_FLAGS
 from autograder.course import ROOT
 from autograder.flags import read_flags
-from autograder.pipeline.collect import MAX_NOTEBOOK_BYTES
-from autograder.pipeline.release import generate
-from autograder.pipeline.similarity import CODES as COPY_FLAGS
+from autograder.steps.release import generate
 
 CH = "ch02_attention"
 FULL, MAX = 7, 11  # the autograded points of ch02, and all its points (written answers too)

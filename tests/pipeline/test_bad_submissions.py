@@ -21,15 +21,15 @@ import nbformat
 import pytest
 
 from autograder.cli import main
+from autograder.copies.pairs import CODES as COPY_FLAGS
 from autograder.course import ROOT
 from autograder.flags import read_flags
+from autograder.grade.gradebook import read_scores
+from autograder.grade.learner import autograde
 from autograder.notebook import graded_test_cells
-from autograder.pipeline.grade import autograde
-from autograder.pipeline.gradebook import read_scores
-from autograder.pipeline.release import generate
-from autograder.pipeline.report import export_csv
-from autograder.pipeline.similarity import CODES as COPY_FLAGS
 from autograder.sandbox.launcher import Limits
+from autograder.steps.release import generate
+from autograder.steps.report import export_csv
 
 CH = "ch02_attention"
 AUTO_POINTS = 7  # the autograded points of ch02 (2 + 1 + 1 + 3)

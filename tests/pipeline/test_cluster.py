@@ -25,22 +25,22 @@ from distributed import Client, KilledWorker, LocalCluster, get_worker
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from autograder.cli import main
+from autograder.collect.sources import collect
 from autograder.course import ROOT, Course
 from autograder.demo.demo import prepare_course
 from autograder.demo.sample_class import NUMPY_CHAPTERS, build_class
-from autograder.pipeline import cluster, workers
-from autograder.pipeline.cluster import (
+from autograder.grade import cluster, workers
+from autograder.grade.cluster import (
     grading_client,
     grading_settings,
     in_order,
     scheduler_problems,
     submit_root,
 )
-from autograder.pipeline.collect import collect
-from autograder.pipeline.grade import _finished, autograde
-from autograder.pipeline.gradebook import read_scores
-from autograder.pipeline.report import export_csv
-from autograder.pipeline.workers import check_workers, on_one_thread, versions
+from autograder.grade.gradebook import read_scores
+from autograder.grade.learner import _finished, autograde
+from autograder.grade.workers import check_workers, on_one_thread, versions
+from autograder.steps.report import export_csv
 
 # Honest work in both chapters, a cheat, honest work beside a cheat, a broken file beside
 # honest work, and an empty file: every way a grade is made. The two NumPy chapters of the
@@ -187,7 +187,7 @@ def test_the_demo_grades_on_a_real_cluster(dask_cluster, tmp_path):
 
 
 def test_the_documented_scheduler_has_the_grading_settings(tmp_path):
-    """`DASK_CONFIG=autograder/pipeline/dask.yaml dask scheduler`, as the README starts a
+    """`DASK_CONFIG=autograder/grade/dask.yaml dask scheduler`, as the README starts a
     cluster of one's own: the settings of `--jobs`, so the grader has nothing to warn of."""
     scheduler_file, log = tmp_path / "scheduler.json", tmp_path / "scheduler.log"
     process = start([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", "0",

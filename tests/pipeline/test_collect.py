@@ -18,15 +18,11 @@ from pathlib import Path
 import pytest
 
 from autograder.cli import main
+from autograder.collect.links import LinkName, hard_link_verdict
+from autograder.collect.names import check_name, student_id
+from autograder.collect.sources import collect
 from autograder.course import COURSE_ID
 from autograder.flags import read_flags
-from autograder.pipeline.collect import (
-    LinkName,
-    check_name,
-    collect,
-    hard_link_verdict,
-    student_id,
-)
 
 CH = "ch02_attention"
 
@@ -524,13 +520,13 @@ def test_a_truncated_zip_is_refused_and_the_other_sources_collected(tmp_path, co
 
 def test_an_entry_that_cannot_be_read_is_refused_and_the_rest_collected(tmp_path, course,
                                                                         monkeypatch):
-    from autograder.pipeline import collect as module
+    from autograder.collect import sources as module
 
     source = tmp_path / "inbox"
     write(source / "locked" / CH / f"{CH}.ipynb", notebook_bytes("locked"))
     write(source / "open" / CH / f"{CH}.ipynb", notebook_bytes("open"))
     locked = (source / "locked" / CH).stat()
-    listed = module._entries
+    listed = module.sorted_entries
 
     def entries(folder: int) -> list:
         # What the system answers for a folder the collector may not list (as root, chmod
@@ -540,7 +536,7 @@ def test_an_entry_that_cannot_be_read_is_refused_and_the_rest_collected(tmp_path
             raise PermissionError(13, "Permission denied")
         return listed(folder)
 
-    monkeypatch.setattr(module, "_entries", entries)
+    monkeypatch.setattr(module, "sorted_entries", entries)
     report = collect([source], root=tmp_path, course_dir=course)
 
     assert report.collected == [("open", CH)]

@@ -32,11 +32,11 @@ import nbformat
 import pytest
 
 from autograder.cli import main
+from autograder.copies.pairs import CODES as COPY_FLAGS
 from autograder.course import ROOT, course_config
 from autograder.flags import read_flags
-from autograder.pipeline.gradebook import read_scores
-from autograder.pipeline.release import generate
-from autograder.pipeline.similarity import CODES as COPY_FLAGS
+from autograder.grade.gradebook import read_scores
+from autograder.steps.release import generate
 
 CH = "ch02_attention"
 SECRET = "the-graders-own-secret-7f3a"

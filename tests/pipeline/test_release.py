@@ -7,8 +7,8 @@ import os
 import shutil
 
 from autograder.course import COURSE_ID, ROOT
-from autograder.pipeline.exchange import release_to_exchange
-from autograder.pipeline.release import generate
+from autograder.steps.exchange import release_to_exchange
+from autograder.steps.release import generate
 
 CH10 = "ch10_translation"
 

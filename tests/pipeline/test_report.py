@@ -15,10 +15,10 @@ from nbgrader.api import Gradebook
 
 from autograder.course import COURSE_ID, ROOT, Course, course_config
 from autograder.flags import Flag, read_flags
-from autograder.pipeline.grade import Outcome, Summary, _store, placeholder
-from autograder.pipeline.gradebook import read_scores
-from autograder.pipeline.release import generate
-from autograder.pipeline.report import MAX_REASON_CHARS, export_csv, summary_table
+from autograder.grade.gradebook import read_scores
+from autograder.grade.learner import Outcome, Summary, placeholder, store_outcome
+from autograder.steps.release import generate
+from autograder.steps.report import MAX_REASON_CHARS, export_csv, summary_table
 
 CH = "ch02_attention"
 HUGE = 628_896  # the length of a reason once seen in the wild
@@ -44,7 +44,7 @@ def stored(tmp_path_factory) -> dict:
         (course_dir / "submitted" / outcome.student / CH).mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        rows = [_store(o, course.config(), course) for o in outcomes]
+        rows = [store_outcome(o, course.config(), course) for o in outcomes]
     return {"root": root, "course_dir": course_dir, "course": course, "rows": rows,
             "long_reason": long_reason, "warnings": caught}
 
@@ -108,7 +108,7 @@ def test_learners_are_listed_by_id_in_the_gradebook(stored):
     assert names == {"alice": ("alice", ""), "bob": ("bob", "")}
     course = stored["course"]
     release = nbformat.read(stored["root"] / "notebooks" / CH / f"{CH}.ipynb", as_version=4)
-    _store(Outcome("bob", CH, nbformat.writes(placeholder(release, "broken")), []),
+    store_outcome(Outcome("bob", CH, nbformat.writes(placeholder(release, "broken")), []),
            course.config(), course)
     with Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
         bob = gradebook.find_student("bob")

@@ -15,6 +15,10 @@ import nbformat
 import pytest
 
 from autograder.cli import main
+from autograder.copies.detect import check_chapter, course_sources
+from autograder.copies.normalise import normalise
+from autograder.copies.pairs import COPIED_REFERENCE, DICTATED, MIN_TOKENS, SIMILAR_SUBMISSIONS
+from autograder.copies.written import written
 from autograder.course import ROOT, Course
 from autograder.demo.copies import FORMS
 from autograder.demo.honest_styles import HONEST, honest_source
@@ -22,16 +26,6 @@ from autograder.demo.sample_class import HONEST_KINDS, build_class
 from autograder.exercises.registry import get_exercise
 from autograder.flags import Flag, read_flags, write_flags
 from autograder.notebook import cell_source, grade_id, solution_cells
-from autograder.pipeline.normalise import normalise
-from autograder.pipeline.similarity import (
-    COPIED_REFERENCE,
-    DICTATED,
-    MIN_TOKENS,
-    SIMILAR_SUBMISSIONS,
-    check_chapter,
-    course_sources,
-)
-from autograder.pipeline.written import written
 
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 
@@ -325,10 +319,10 @@ def test_the_command_prints_the_flagged_pairs_and_rejects_a_bad_threshold(tmp_pa
 
 
 def test_copy_flags_are_in_the_csv_and_never_in_the_learners_feedback(tmp_path):
-    from autograder.pipeline.feedback import generate_feedback
-    from autograder.pipeline.gradebook import save_grades
-    from autograder.pipeline.release import generate
-    from autograder.pipeline.report import export_csv
+    from autograder.grade.gradebook import save_grades
+    from autograder.steps.feedback import generate_feedback
+    from autograder.steps.release import generate
+    from autograder.steps.report import export_csv
 
     chapter, exercise = "ch02_attention", "ch02.softmax"
     root, course_dir = tmp_path / "root", tmp_path / "root" / "course"

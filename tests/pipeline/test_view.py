@@ -19,8 +19,8 @@ import pytest
 from autograder.course import CHAPTERS, Course
 from autograder.exercises.reach import reference_module, setup_import_nodes
 from autograder.exercises.registry import all_exercises
-from autograder.pipeline.release import register_assignments
-from autograder.pipeline.view import (
+from autograder.steps.release import register_assignments
+from autograder.steps.view import (
     ChapterStates,
     chapter_states,
     check_class_release,
@@ -34,7 +34,8 @@ from autograder.pipeline.view import (
 # its mutants, the tutorial-style code, the grading pipeline and the sandbox's grader side.
 NEVER = ("autograder.exercises.checks.", "autograder.exercises.layer_variants",
          "autograder.exercises.beam_variants", "autograder.exercises.torch_checking",
-         "autograder.demo", "autograder.pipeline", "autograder.sandbox.client",
+         "autograder.demo", "autograder.steps", "autograder.collect", "autograder.grade",
+         "autograder.copies", "autograder.nbgrader_hooks", "autograder.sandbox.client",
          "autograder.sandbox.launcher", "autograder.hub", "solutions")
 
 
