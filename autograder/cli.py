@@ -69,8 +69,8 @@ def _release(args: argparse.Namespace) -> int:
 
     course = Course.of(args.root, args.course_dir)
     try:
-        chapters = release(args.chapters or None, exchange=args.exchange,
-                           progress=lambda line: print(line, flush=True), **course.as_kwargs())
+        chapters = release(course, args.chapters or None, exchange=args.exchange,
+                           progress=lambda line: print(line, flush=True))
         if args.exchange is not None:
             print(f"released {', '.join(chapters)} to the exchange {args.exchange}; the "
                   f"learners' view of the course is in {view_folder(course)}")
@@ -187,7 +187,7 @@ def _chapters(args: argparse.Namespace, course: Course) -> list[str]:
 
     if args.chapter != "all":
         return [args.chapter]
-    return [ch for ch in chapters_in(course.root) if course.students("submitted", ch)]
+    return [ch for ch in chapters_in(course) if course.students("submitted", ch)]
 
 
 def _chapter_or_all(text: str) -> str:
@@ -201,8 +201,8 @@ def _collect(args: argparse.Namespace) -> int:
         print("collect: name at least one folder or zip, or --exchange DIR", file=sys.stderr)
         return 2
     try:
-        report = collect(args.sources, exchange=args.exchange, chapters=args.chapter or None,
-                         **_course(args).as_kwargs())
+        report = collect(_course(args), args.sources, exchange=args.exchange,
+                         chapters=args.chapter or None)
     except (FileNotFoundError, RuntimeError) as exc:
         print(f"collect failed: {exc}", file=sys.stderr)
         return 1
@@ -248,7 +248,7 @@ def _autograde(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from autograder.grade.gradebook import quiet_gradebook, read_scores
-    from autograder.grade.learner import autograde
+    from autograder.grade.run import autograde
     from autograder.grade.secret import SecretError, require_grading_secret
     from autograder.sandbox.launcher import GraderFaultError, sandbox_report
     from autograder.steps.report import summary_table
@@ -272,10 +272,9 @@ def _autograde(args: argparse.Namespace) -> int:
         print(line)
     try:
         with quiet_gradebook():
-            rows = autograde(chapters, jobs=_jobs(args), scheduler=args.scheduler,
+            rows = autograde(course, chapters, jobs=_jobs(args), scheduler=args.scheduler,
                              students=args.student, limits=limits,
-                             progress=lambda n: tqdm(total=n, desc="grading", unit="learner"),
-                             **course.as_kwargs())
+                             progress=lambda n: tqdm(total=n, desc="grading", unit="learner"))
     except (ConnectionError, ValueError, GraderFaultError) as exc:  # the grader cannot grade
         print(f"autograde failed: {exc}", file=sys.stderr)
         return 1
@@ -345,15 +344,14 @@ def _feedback(args: argparse.Namespace) -> int:
 
     course = _course(args)
     chapters = _chapters(args, course)
-    report = generate_feedback(chapters, students=args.student, **course.as_kwargs())
+    report = generate_feedback(course, chapters, students=args.student)
     print(f"wrote {len(report.written)} feedback page(s) under "
           f"{course.step_folder('feedback')}")
     for student, chapter, reason in report.failed:
         print(f"FAILED {student}/{chapter}: {reason}", file=sys.stderr)
     if args.exchange is not None:
         try:
-            released = release_feedback(chapters, args.exchange, students=args.student,
-                                        **course.as_kwargs())
+            released = release_feedback(course, chapters, args.exchange, students=args.student)
         except RuntimeError as exc:
             print(f"releasing the feedback failed: {exc}", file=sys.stderr)
             return 1
@@ -384,10 +382,10 @@ def _export(args: argparse.Namespace) -> int:
 
     course = _course(args)
     if args.output == "-":
-        sys.stdout.write(export_csv(**course.as_kwargs()))
+        sys.stdout.write(export_csv(course))
         return 0
     output = Path(args.output) if args.output else course.grades_csv
-    text = export_csv(output, **course.as_kwargs())
+    text = export_csv(course, output)
     print(f"wrote {text.count(chr(10)) - 1} row(s) to {output}")
     return 0
 
@@ -486,7 +484,7 @@ def _similarity(args: argparse.Namespace) -> int:
     flagged = 0
     for chapter in chapters:
         try:
-            check = check_chapter(chapter, threshold=args.threshold, **course.as_kwargs())
+            check = check_chapter(course, chapter, threshold=args.threshold)
         except (FileNotFoundError, ValueError) as exc:
             print(f"similarity failed: {exc}", file=sys.stderr)
             return 2

@@ -92,10 +92,6 @@ class Course:
         """The nbgrader configuration of this course; see :func:`course_config`."""
         return course_config(self.root, self.folder)
 
-    def as_kwargs(self) -> dict[str, Path]:
-        """``root`` and ``course_dir``, the keyword arguments of the pipeline's functions."""
-        return {"root": self.root, "course_dir": self.folder}
-
     # ---- the instructor's and the learners' notebooks, under the root
 
     def source_dir(self, chapter: str) -> Path:

@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--root", type=Path, default=ROOT,
                      help="the checkout whose solutions/ to time (default: this one)")
     root = pre.parse_known_args(argv)[0].root.resolve()
-    chapters = chapters_in(root)
+    chapters = chapters_in(Course.of(root))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], parents=[pre])
     parser.add_argument("--chapters", nargs="+", default=chapters, choices=chapters,
                         metavar="CHAPTER", help="chapter ids (default: every chapter)")

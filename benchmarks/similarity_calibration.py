@@ -293,8 +293,7 @@ def time_class(size: int) -> None:
         similarity._SOURCES.clear()
         for attempt in ("first run", "second run"):
             started, cpu = time.perf_counter(), time.process_time()
-            check = similarity.check_chapter("ch02_attention", root=ROOT,
-                                             course_dir=course.folder)
+            check = similarity.check_chapter(Course.of(ROOT, course.folder), "ch02_attention")
             print(f"{size} learners, {attempt}: {time.perf_counter() - started:.1f} s "
                   f"({time.process_time() - cpu:.1f} s of CPU), {len(check.pairs)} pairs, "
                   f"{len(check.flags)} learners flagged, report "
@@ -312,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         time_class(args.time_class)
         return 0
     started = time.perf_counter()
-    sources = similarity.course_sources(ROOT)
+    sources = similarity.course_sources(Course.of(ROOT))
     print(f"{len(sources)} units of course code (in both forms)")
     work = honest_work()
     report(measure(sources, all_stubs(), work))

@@ -79,7 +79,6 @@ from autograder.collect.zips import (
 from autograder.course import (
     CHAPTERS,
     COURSE_ID,
-    ROOT,
     SECRET_FILE,
     TIMESTAMP_FILE,
     TIMESTAMP_FORMAT,
@@ -411,22 +410,20 @@ def _exchange_time(stamp: str) -> dt.datetime | None:
 
 
 def collect(
+    course: Course,
     sources: Iterable[str | os.PathLike] = (),
     *,
     exchange: str | os.PathLike | None = None,
     chapters: Iterable[str] | None = None,
-    root: str | os.PathLike = ROOT,
-    course_dir: str | os.PathLike | None = None,
     course_id: str = COURSE_ID,
 ) -> CollectReport:
     """Collect submissions from folders, zips and/or the nbgrader exchange.
 
     Args:
+        course: the course; ``submitted/`` is in its course folder.
         sources: folders of learner folders, or LMS zip files.
         exchange: an nbgrader exchange root (``Exchange.root``) to collect from.
         chapters: only these chapter ids (default: every chapter).
-        root: the course root (holds ``solutions/`` and ``notebooks/``).
-        course_dir: where ``submitted/`` lives; ``<root>/autograder/course`` by default.
         course_id: the course's id in the exchange (nbgrader's ``CourseDirectory.course_id``).
 
     Returns:
@@ -436,7 +433,6 @@ def collect(
     Raises:
         FileNotFoundError: a source, or the exchange's inbound folder, does not exist.
     """
-    course = Course.of(root, course_dir)
     wanted = set(chapters) if chapters is not None else set(CHAPTERS)
     report = CollectReport()
     sources = [Path(s) for s in sources]

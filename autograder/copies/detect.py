@@ -31,7 +31,8 @@ a learner's feedback. ``benchmarks/similarity_calibration.py`` chose the figures
 
 from __future__ import annotations
 
-import os
+import dataclasses
+import warnings
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -106,13 +107,13 @@ def _source_files(root: Path) -> list[tuple[Path, str]]:
                     for path in sorted(root.glob("solutions/ch*/ch*.ipynb"))]
 
 
-def course_sources(root: str | os.PathLike = ROOT) -> list[Code]:
+def course_sources(course: Course) -> list[Code]:
     """The course's own implementations, one :class:`Code` per definition (and per method)
     in each form: ``transformer_ref``'s modules and :data:`DEMO_IMPLEMENTATIONS` of this
     installation, and every unit of the solution cells of ``<root>/solutions``. Kept in memory
     while the files are unchanged (the Formgrader's autograde checks the class after each
     learner)."""
-    files = _source_files(Path(root).resolve())
+    files = _source_files(course.root.resolve())
     stamp = tuple((str(path), path.stat().st_mtime_ns, path.stat().st_size)
                   for path, _ in files)
     if stamp not in _SOURCES:
@@ -374,14 +375,11 @@ def flags_of(pairs: Iterable[Pair], chapter: str, threshold: float = THRESHOLD
 
 
 def check_chapter(
-    chapter: str,
-    *,
-    root: str | os.PathLike = ROOT,
-    course_dir: str | os.PathLike | None = None,
-    threshold: float = THRESHOLD,
+    course: Course, chapter: str, *, threshold: float = THRESHOLD
 ) -> ChapterCheck:
-    """Compare every graded learner of ``chapter`` with the course's code and with each other,
-    write their ``similarity`` flags and the class report ``<course>/similarity/<chapter>.html``.
+    """Compare every graded learner of ``course``'s ``chapter`` with the course's code and with
+    each other, write their ``similarity`` flags and the class report
+    ``<course>/similarity/<chapter>.html``.
 
     Idempotent: the same submissions give the same flags and the same report.
 
@@ -391,10 +389,10 @@ def check_chapter(
     """
     if not 0 < threshold <= 1:
         raise ValueError(f"the threshold is a share of code, in (0, 1]; got {threshold}")
-    course = Course.of(root, course_dir).resolved()
+    course = course.resolved()
     boilerplate = stub_hashes(course, chapter)
     cells, unreadable = class_cells(course, chapter)
-    pairs = (reference_pairs(cells, course_sources(course.root), boilerplate, threshold)
+    pairs = (reference_pairs(cells, course_sources(course), boilerplate, threshold)
              + learner_pairs(cells, boilerplate, threshold))
     pairs.sort(key=lambda p: (-p.similarity, -p.tokens, p.cell, p.learner.owner,
                               p.other.label))
@@ -415,17 +413,14 @@ def _store(course: Course, student: str, chapter: str, flags: list[Flag]) -> Non
 def after_grading(chapters: Iterable[str], summaries: list, course: Course) -> list:
     """Check each graded chapter of ``course`` for copies (the whole class of the chapter, not
     only the learners just graded) and return ``summaries``
-    (:class:`~autograder.grade.learner.Summary`) with their learners' flags read again.
+    (:class:`~autograder.grade.store.Summary`) with their learners' flags read again.
 
     A failure of the check is a warning that names the command to run again: the grades are
     stored by then, and copy detection never changes them.
     """
-    import dataclasses
-    import warnings
-
     for chapter in dict.fromkeys(chapters):
         try:
-            check_chapter(chapter, root=course.root, course_dir=course.folder)
+            check_chapter(course, chapter)
         except Exception as exc:  # the grades are safe; say how to finish the check
             warnings.warn(f"copy detection of {chapter} failed ({type(exc).__name__}: {exc}); "
                           f"the grades are stored. Run `python -m autograder similarity "

@@ -35,6 +35,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
+from autograder.grade.audit import parse_cell
+
 # A placeholder for a name the code binds.
 PLACEHOLDER = re.compile(r"v\d+")
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -314,8 +316,6 @@ def normalise(code: str) -> list[Unit]:
     Code that does not parse gives one unit, its text without comments and blank lines, whose
     names all read ``V``.
     """
-    from autograder.grade.audit import parse_cell
-
     code = code[:MAX_CHARS]
     whole = (1, max(1, code.count("\n") + 1))
     tree, _ = parse_cell(code)

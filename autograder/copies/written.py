@@ -27,6 +27,7 @@ import textwrap
 import tokenize
 
 from autograder.copies.normalise import MAX_CHARS, Token, Unit, definitions, positioned
+from autograder.grade.audit import parse_cell
 
 _WORD = re.compile(r"\w+")
 _LAYOUT = {tokenize.NEWLINE: ";", tokenize.INDENT: "{", tokenize.DEDENT: "}"}
@@ -64,8 +65,6 @@ def written(code: str) -> list[Unit]:
     """The units of ``code`` (a cell or a file) as written: the whole first (named after its
     definition when it is just one), then each definition and method in the order written;
     ``[]`` when nothing is left (an empty cell)."""
-    from autograder.grade.audit import parse_cell
-
     code = code[:MAX_CHARS]
     whole = Unit("", code, tokens(code), (1, max(1, code.count("\n") + 1)))
     if not whole.tokens:

@@ -75,7 +75,7 @@ def prepare_course(workspace: Path, chapters: Iterable[str], root: Path = ROOT) 
         if target.exists():
             shutil.rmtree(target)
         shutil.copytree(Course.of(root).source_dir(chapter), target)
-    generate(chapters, root=course.root, course_dir=course.folder)
+    generate(course, chapters)
     return course.root
 
 
@@ -88,24 +88,24 @@ def grade_class(
 
     ``limits`` are the sandbox limits (:class:`autograder.sandbox.launcher.Limits`; default:
     its own); ``jobs`` and ``scheduler`` say where learners are graded (see
-    :func:`autograder.grade.learner.autograde`).
+    :func:`autograder.grade.run.autograde`).
     """
     from autograder.collect.sources import collect
     from autograder.grade.gradebook import quiet_gradebook, read_scores
-    from autograder.grade.learner import autograde
+    from autograder.grade.run import autograde
     from autograder.grade.secret import development_grading
     from autograder.steps.feedback import generate_feedback
     from autograder.steps.report import export_csv
 
     course = demo_course(course_root)
-    where = course.as_kwargs()
-    collect([class_dir], chapters=chapters, **where)
+    collect(course, [class_dir], chapters=chapters)
     # The sample class is no class: the development secret may grade it.
     with quiet_gradebook(), development_grading():
-        summaries = autograde(chapters, jobs=jobs, scheduler=scheduler, limits=limits, **where)
+        summaries = autograde(course, chapters, jobs=jobs, scheduler=scheduler,
+                              limits=limits)
     scores = {(s.student, s.chapter): s for s in read_scores(course.config())}
-    feedback = generate_feedback(chapters, **where).written
-    export_csv(course.grades_csv, **where)
+    feedback = generate_feedback(course, chapters).written
+    export_csv(course, course.grades_csv)
 
     by_key = {(e.learner, e.chapter): e for e in expected}
     rows = []

@@ -42,6 +42,7 @@ score, and one notebook that cannot be audited never stops the audit of the othe
 from __future__ import annotations
 
 import ast
+import importlib
 import io
 import re
 import tokenize
@@ -53,6 +54,7 @@ from typing import Any
 import nbformat
 
 from autograder.course import CHAPTERS, Course
+from autograder.exercises.registry import UnknownExerciseError, get_exercise
 from autograder.notebook import cell_source, exercise_cells
 
 MONKEYPATCH = "monkeypatch"
@@ -214,10 +216,6 @@ REFERENCE_GATHERINGS = ("transformer_ref", "transformer_ref.np_attention",
 def _exercise_references(exercise_ids: Iterable[str]) -> set[str]:
     """``"module.attribute"`` of the reference implementations of the exercises, under every
     name the course exports them (the defining module and the modules that gather them)."""
-    import importlib
-
-    from autograder.exercises.registry import UnknownExerciseError, get_exercise
-
     names: set[str] = set()
     for exercise_id in exercise_ids:
         try:

@@ -45,6 +45,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from autograder.grade.workers import connect
+
 if TYPE_CHECKING:
     from distributed import Client, Future
 
@@ -87,8 +89,6 @@ def grading_client(jobs: int = 1, scheduler: str | None = None) -> Iterator[Clie
     """
     import dask
     from distributed import Client, LocalCluster
-
-    from autograder.grade.workers import connect
 
     with dask.config.set(grading_settings()), contextlib.ExitStack() as stack:
         if scheduler is None:

@@ -18,36 +18,34 @@ For each learner (:func:`grade_submission`):
 5. remove what learners must not see (hidden tests, tracebacks of graded cells) and return the
    notebook with the flags.
 
-:func:`autograde` sends each learner's submission, files and all, to the worker processes of a
-Dask cluster (:mod:`autograder.grade.cluster`): ``jobs`` local workers, or an existing
-cluster's. A worker (:func:`grade_safely`) grades one learner after the other, with the course
-of its own checkout. The process that called :func:`autograde` alone writes the results, in the
-order of the learners: the autograded notebook, the gradebook (nbgrader's rule scores each
-graded cell from its outputs) and the flag file. An error while grading one learner, or a
-worker that dies grading it again and again, costs only that learner.
+:func:`grade_learner` grades one learner in this process; a worker of a class's run
+(:mod:`autograder.grade.run`) grades each learner with :func:`grade_safely`, on the files that
+:func:`pack` sent it. Neither stores anything: that is :mod:`autograder.grade.store`.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
 from nbformat import NotebookNode
 
-from autograder.course import ROOT, SECRET_FILE, TIMESTAMP_FILE, Course
+from autograder.course import ROOT, Course
 from autograder.exercises.checking import DEVELOPMENT_SECRET, grading_secret
-from autograder.flags import Flag, read_flags, write_flags
+from autograder.flags import Flag
+from autograder.grade.audit import audit_notebook
+from autograder.grade.restore import restore_test_cells
 from autograder.grade.submission import Reading, read_submission
+from autograder.grade.verify import Verification, kernel_course_folder
+from autograder.grade.workers import differences, on_one_thread, versions
 from autograder.notebook import (
     exercise_ids,
     grade_id,
@@ -55,7 +53,14 @@ from autograder.notebook import (
     nbgrader_metadata,
     strip_hidden_tests,
 )
-from autograder.sandbox.launcher import ExecutionResult, GraderFaultError, Learner, Limits
+from autograder.sandbox.launcher import (
+    ExecutionResult,
+    Learner,
+    Limits,
+    execute_notebook,
+    grader_fault,
+    sandbox_problem,
+)
 
 
 @dataclass(frozen=True)
@@ -185,8 +190,6 @@ def _wrong_chapter(nb: NotebookNode, source_nb: NotebookNode, chapter: str) -> s
 def audit_flags(nb: NotebookNode, release_nb: NotebookNode) -> list[Flag]:
     """The static audit's findings as flags ``audit:<category>``, for a human to review;
     they change no score."""
-    from autograder.grade.audit import audit_notebook
-
     try:
         findings = audit_notebook(nb, release=release_nb)
     except Exception as exc:  # the audit of one odd notebook must not stop its grading
@@ -233,8 +236,6 @@ def _execution_flags(result: ExecutionResult, graded: set[str]) -> list[Flag]:
 
 def grade_submission(task: Task) -> Outcome:
     """Grade one submission (the worker's job); never raises because of the submission."""
-    from autograder.grade.restore import restore_test_cells
-
     started = time.monotonic()
     course, chapter = Course.of(task.root), task.chapter
     source_nb = nbformat.read(course.source_notebook(chapter), as_version=4)
@@ -276,9 +277,6 @@ def _execute_and_verify(task: Task, course: Course, restored: NotebookNode,
     verify the cells the kernel passed; the executed notebook (unconfirmed passes failed) and
     the flags of both."""
     from nbconvert.preprocessors import CoalesceStreamsPreprocessor
-
-    from autograder.grade.verify import Verification, kernel_course_folder
-    from autograder.sandbox.launcher import execute_notebook
 
     chapter, ids = task.chapter, exercise_ids(source_nb)
     # One budget (deadline, memory, processes) for everything this learner's code runs.
@@ -407,8 +405,6 @@ def grade_safely(submission: Submission) -> Outcome:
     that differs from the grader's, a sandbox that cannot start: :func:`_blame`) ends as an
     Outcome with a ``fault`` instead.
     """
-    from autograder.grade.workers import differences, on_one_thread
-
     started = time.monotonic()
     student, chapter = submission.student, submission.chapter
 
@@ -452,8 +448,6 @@ def _blame(outcome: Outcome, limits: Limits) -> Outcome:
     after the learner's processes are gone: when that fails too, the grader broke, not the
     learner, and the failure is the grader's.
     """
-    from autograder.sandbox.launcher import grader_fault, sandbox_problem
-
     if not any(f.code in SANDBOX_FAILURES for f in outcome.flags):
         return outcome
     problem = sandbox_problem(limits)
@@ -463,255 +457,10 @@ def _blame(outcome: Outcome, limits: Limits) -> Outcome:
                    grader_fault(problem))
 
 
-# ------------------------------------------------------------------ the whole class
-
-
-@dataclass(frozen=True)
-class Summary:
-    """One graded submission, for the summary table."""
-
-    student: str
-    chapter: str
-    score: float
-    max_score: float
-    flags: tuple[Flag, ...]
-    seconds: float
-
-
-def submitted_students(course: Course, chapter: str, students: Iterable[str] | None,
-                       ) -> list[str]:
-    """The students (of ``students``, default all) with a submission folder for ``chapter``,
-    sorted."""
-    wanted = set(students) if students is not None else None
-    return [s for s in course.students("submitted", chapter) if wanted is None or s in wanted]
-
-
-def autograde(chapters: Iterable[str], *, root: str | os.PathLike = ROOT,
-              course_dir: str | os.PathLike | None = None, jobs: int = 1,
-              scheduler: str | None = None, students: Iterable[str] | None = None,
-              limits: Limits | None = None, progress: Callable[[int], object] | None = None,
-              copy_check: bool = True) -> list[Summary]:
-    """Grade every collected submission of ``chapters`` and store the results.
-
-    Learners are graded in Dask worker processes (:mod:`autograder.grade.cluster`), each
-    with its submission's files; this process alone stores the results, in the order of the
-    chapters and students, each as soon as it and those before it are graded (an interrupted
-    run keeps every learner stored so far; grading again finishes the rest).
-
-    Args:
-        chapters: chapter ids.
-        root: the course root (``solutions/``, ``notebooks/``); workers on other machines use
-            their own checkout when it is this repository, else the same path there.
-        course_dir: the nbgrader course folder; ``<root>/autograder/course`` by default.
-        jobs: worker processes of the local cluster, one learner each at a time.
-        scheduler: the address of an existing Dask scheduler (``tcp://host:8786``) whose
-            workers grade instead of a local cluster; ``jobs`` is then not used.
-        students: only these student ids (default: all with a submission).
-        limits: sandbox limits (default: :class:`Limits`).
-        progress: called with the number of tasks, returns an object with ``update(n)`` and
-            ``close()`` (a tqdm bar); ``None`` for no progress display.
-        copy_check: then compare each chapter's learners with the course's code and with each
-            other (:mod:`autograder.copies.detect`: ``similarity`` flags, class report).
-
-    Returns:
-        One :class:`Summary` per graded submission, sorted by student and chapter.
-
-    Raises:
-        ValueError: ``jobs`` is not a positive integer, or a worker runs several threads or
-            holds another version of the course.
-        ConnectionError: the scheduler cannot be reached or has no workers.
-        autograder.grade.secret.SecretError: no class's secret that learners cannot read.
-        GraderFaultError: the sandbox cannot run the course's Python (checked first, and where
-            a learner's runs fail: :func:`_blame`); the learners not stored yet keep no record.
-    """
-    from autograder.copies.detect import after_grading
-    from autograder.grade.cluster import grading_client
-    from autograder.grade.secret import require_grading_secret
-    from autograder.sandbox.launcher import check_sandbox
-
-    if scheduler is None and (not isinstance(jobs, int) or jobs < 1):
-        raise ValueError(f"jobs must be a positive integer, got {jobs!r}; pass --jobs 1 or more")
-    require_grading_secret()
-    course = Course.of(root, course_dir).resolved()
-    limits = limits or Limits()
-    if scheduler is None:
-        # The local workers run this Python on this machine: its sandbox is checked before
-        # anything starts or is written.
-        check_sandbox(limits)
-    # The cluster first: a scheduler that cannot be reached fails the run before any work.
-    with grading_client(jobs, scheduler) as client:
-        plan = Plan.checked(client, course, chapters, students, limits,
-                            elsewhere=scheduler is not None)
-        results = _store_in_order(client, plan, progress)
-    # Copy detection needs the whole class of a chapter, so it runs once all are graded.
-    results = after_grading(list(plan.versions), results, course) if copy_check else results
-    return sorted(results, key=lambda s: (s.student, s.chapter))
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What one run grades, and how each learner travels to a worker.
-
-    Attributes:
-        course: the course, its paths absolute.
-        limits: the sandbox's limits.
-        root: the course root the workers use; None for each worker's own checkout (the
-            course is this repository).
-        versions: chapter -> this machine's :func:`~autograder.grade.workers.versions`.
-        pairs: ``(student, chapter)`` of every submission, in the order of the chapters and
-            the students.
-    """
-
-    course: Course
-    limits: Limits
-    root: str | None
-    versions: dict[str, dict[str, str]]
-    pairs: list[tuple[str, str]]
-
-    @classmethod
-    def checked(cls, client, course: Course, chapters: Iterable[str],
-                students: Iterable[str] | None, limits: Limits, *, elsewhere: bool) -> Plan:
-        """The plan for grading ``chapters`` on ``client``'s workers, once they are checked:
-        a sandbox starts on each (``elsewhere``: workers on other machines, whose sandbox the
-        caller has not checked) and each holds this course.
-
-        Raises:
-            ValueError: a worker holds another version of the course.
-            GraderFaultError: a worker cannot start a sandbox.
-        """
-        from autograder.grade.workers import check_sandboxes, check_workers, versions
-        from autograder.steps.release import ensure_recorded
-
-        if elsewhere:
-            check_sandboxes(client, limits)
-        wanted, pairs = {}, []
-        for chapter in chapters:
-            ensure_recorded(chapter, course.root, course.folder)
-            wanted[chapter] = versions(course.root, chapter)
-            pairs += [(student, chapter)
-                      for student in submitted_students(course, chapter, students)]
-        root = None if course.root == ROOT else str(course.root)
-        check_workers(client, root, wanted)
-        return cls(course, limits, root, wanted, pairs)
-
-    def submit(self, client, pair: tuple[str, str]):
-        """Start grading ``pair`` on a worker (a Dask future of its :class:`Outcome`)."""
-        from autograder.grade.cluster import submit_root
-
-        # Packed only now: only the learners handed to Dask have their files in memory.
-        student, chapter = pair
-        submission = pack(self.course, student, chapter, limits=self.limits, root=self.root,
-                          versions=self.versions[chapter])
-        return submit_root(client, f"grade-{chapter}-{student}-{uuid.uuid4().hex}",
-                           grade_safely, submission)
-
-
-def _store_in_order(client, plan: Plan, progress: Callable[[int], object] | None,
-                    ) -> list[Summary]:
-    """Store each learner's outcome, in the order of the plan, as soon as it and those before
-    it are graded; stop at the first grader fault.
-
-    Raises:
-        GraderFaultError: a learner's outcome is the grader's fault; it and the learners after
-            it are not stored.
-    """
-    from autograder.grade.cluster import in_order
-
-    config, course, pairs = plan.course.config(), plan.course, plan.pairs
-    results: list[Summary] = []
-    bar = progress(len(pairs)) if progress else None
-    try:
-        for (student, chapter), future in in_order(
-                client, pairs, functools.partial(plan.submit, client)):
-            outcome = _finished(future, student, chapter)
-            if outcome.fault is not None:
-                raise GraderFaultError(
-                    f"grading stopped at {student}/{chapter}: {outcome.fault}. Nothing was "
-                    f"recorded for it, nor for the {len(pairs) - len(results) - 1} "
-                    f"submission(s) after it; the {len(results)} stored before keep their "
-                    "grades, and grading again gives them the same")
-            results.append(_store_safely(outcome, config, course))
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
-    return results
-
-
-def _store_safely(outcome: Outcome, config, course: Course) -> Summary:
-    """:func:`store_outcome`; a problem storing one learner's results costs only that learner (a
-    ``grading_error`` flag)."""
-    try:
-        return store_outcome(outcome, config, course)
-    except Exception as exc:  # one learner's storage problem must not stop the class
-        flag = Flag("grading_error", None, f"storing the results failed: "
-                                           f"{type(exc).__name__}: {exc}")
-        write_flags(course.folder, outcome.student, outcome.chapter, "grade", [flag])
-        return Summary(outcome.student, outcome.chapter, 0.0, 0.0, (flag,), outcome.seconds)
-
-
-def _finished(future, student: str, chapter: str) -> Outcome:
-    """The outcome of a finished grading task; a task that failed as a whole (its workers
-    died, or it raised) becomes a flag of its learner.
-
-    Raises:
-        ConnectionError: the task was cancelled, or waited for a worker in vain: the cluster is
-            gone, which says nothing about this learner, so nothing is stored for it.
-    """
-    from concurrent.futures import CancelledError
-
-    from distributed import KilledWorker
-    from distributed.scheduler import NoWorkerError
-
-    try:
-        return future.result()
-    except (CancelledError, NoWorkerError) as exc:
-        raise ConnectionError(f"lost the Dask cluster while grading {student}/{chapter} "
-                              f"({exc}); the learners stored so far are kept, grade again to "
-                              "finish the others") from exc
-    except KilledWorker as exc:
-        flag = Flag("worker_died", None,
-                    f"the worker process grading this submission died "
-                    f"{exc.allowed_failures + 1} times (a crash, a memory limit or a lost "
-                    "machine); it was not graded and scores 0. Look at the submission, then "
-                    "grade this learner again")
-    except Exception as exc:
-        flag = Flag("grading_error", None, f"grading failed: {type(exc).__name__}: {exc}")
-    return Outcome(student, chapter, None, [flag])
-
-
-def store_outcome(outcome: Outcome, config, course: Course) -> Summary:
-    """Write one outcome: autograded notebook, gradebook scores, flags (this process only).
-
-    An outcome without a notebook stores the release with every graded cell failed with the
-    reason of its first flag."""
-    from nbgrader.utils import determine_grade, parse_utc
-
-    from autograder.grade.gradebook import save_grades
-
-    student, chapter = outcome.student, outcome.chapter
-    if outcome.notebook is None:
-        release = nbformat.read(course.release_notebook(chapter), as_version=4)
-        nb = placeholder(release, outcome.flags[0].reason)
-    else:
-        nb = nbformat.reads(outcome.notebook, as_version=4)
-    submitted = course.step_dir("submitted", student, chapter)
-    target = course.step_dir("autograded", student, chapter)
-    target.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, target / f"{chapter}.ipynb")
-    stamp = submitted / TIMESTAMP_FILE
-    timestamp = None
-    if stamp.is_file():
-        timestamp = parse_utc(stamp.read_text(encoding="utf-8").strip())
-        shutil.copy2(stamp, target / TIMESTAMP_FILE)
-    # Feedback pages are released to the exchange under a name derived from this secret.
-    if (submitted / SECRET_FILE).is_file():
-        shutil.copy2(submitted / SECRET_FILE, target / SECRET_FILE)
-    save_grades(config, student, chapter, nb, timestamp, flagged=bool(outcome.flags))
-    write_flags(course.folder, student, chapter, "grade", outcome.flags)
-    scored = [determine_grade(c) for c in graded_test_cells(nb)]
-    flags = tuple(read_flags(course.folder, student, chapter))
-    return Summary(student, chapter, float(sum(s for s, _ in scored)),
-                   float(sum(m for _, m in scored)), flags, outcome.seconds)
-
+def grade_learner(course: Course, student: str, chapter: str, *,
+                  limits: Limits | None = None) -> Outcome:
+    """Grade ``student``'s submission of ``chapter`` in this process, as a worker of
+    :func:`~autograder.grade.run.autograde` grades it (:func:`pack`, then
+    :func:`grade_safely`); the outcome is not stored (:mod:`autograder.grade.store`)."""
+    return grade_safely(pack(course, student, chapter, limits=limits or Limits(),
+                             root=str(course.root), versions=versions(course.root, chapter)))

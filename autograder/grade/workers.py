@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from autograder.course import COURSE_FOLDER, IGNORED_FILES, ROOT, Course
 from autograder.exercises.checking import DEVELOPMENT_SECRET, grading_secret
+from autograder.sandbox.launcher import GraderFaultError, Limits, grader_fault, sandbox_problem
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -188,8 +189,6 @@ def check_sandboxes(client: Client, limits: Limits) -> None:
     Raises:
         GraderFaultError: a worker cannot; the message names it, the cause and the fix.
     """
-    from autograder.sandbox.launcher import GraderFaultError, grader_fault
-
     found = client.run(worker_sandbox_problem, asdict(limits))
     bad = [f"on the worker {address}, {grader_fault(problem)}"
            for address, problem in sorted(found.items()) if problem]
@@ -199,8 +198,6 @@ def check_sandboxes(client: Client, limits: Limits) -> None:
 
 def worker_sandbox_problem(limits: dict[str, float]) -> str | None:
     """:func:`~autograder.sandbox.launcher.sandbox_problem` on a worker."""
-    from autograder.sandbox.launcher import Limits, sandbox_problem
-
     return sandbox_problem(Limits(**limits))
 
 

@@ -57,7 +57,17 @@ from nbgrader.exchange.default import (
 from nbgrader.plugins import ExportPlugin, ExtractorPlugin
 from traitlets import Bool
 
+from autograder.collect.sources import collect
+from autograder.copies.detect import after_grading
 from autograder.course import Course
+from autograder.grade.gradebook import forget_ungraded, register_students
+from autograder.grade.learner import grade_learner, strip_for_learners
+from autograder.grade.secret import SecretError, require_grading_secret
+from autograder.grade.store import store_outcome
+from autograder.sandbox.launcher import GraderFaultError, Limits, check_sandbox
+from autograder.steps.exchange import release_feedback, unreleasable
+from autograder.steps.release import ensure_recorded, release
+from autograder.steps.report import export_csv
 
 
 def course_of(coursedir: Any) -> Course:
@@ -82,14 +92,11 @@ class SandboxedAutograde(NotebookExporter):
     release did, as ``python -m autograder autograde`` does. A grader that cannot grade stops
     the command with an error (exit status 1) and records nothing: checked before nbgrader
     enters anyone in the gradebook, and again where a learner's runs fail
-    (:func:`~autograder.grade.learner.grade_safely`).
+    (:func:`~autograder.grade.learner.grade_learner`).
     """
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
-        from autograder.grade.secret import SecretError, require_grading_secret
-        from autograder.sandbox.launcher import GraderFaultError, Limits, check_sandbox
-        from autograder.steps.release import ensure_recorded
 
         converter = self.parent
         if not isinstance(converter, Autograde):
@@ -107,14 +114,12 @@ class SandboxedAutograde(NotebookExporter):
         except GraderFaultError as exc:
             self._stop(str(exc))
         course = course_of(converter.coursedir)
-        ensure_recorded(converter.coursedir.assignment_id, **course.as_kwargs())
+        ensure_recorded(course, converter.coursedir.assignment_id)
 
     def _stop(self, message: str) -> None:
         """End the whole nbgrader command, not only this learner's conversion, with
         ``message``: nbgrader's ``fail`` logs it and exits with status 1 (the formgrader
         shows it as the Autograde button's error)."""
-        from autograder.sandbox.launcher import GraderFaultError
-
         if hasattr(self.parent, "fail"):
             self.parent.fail("%s", message)
         raise GraderFaultError(message)
@@ -124,26 +129,20 @@ class SandboxedAutograde(NotebookExporter):
         converter = self.parent
         if resources is None or not getattr(converter, "_sanitizing", False):
             return super().from_filename(filename, resources, **kw)
-        from autograder.grade.gradebook import forget_ungraded
-        from autograder.grade.learner import grade_safely, pack, store_outcome
-        from autograder.grade.workers import versions
-        from autograder.sandbox.launcher import Limits
 
         course = course_of(converter.coursedir)
         student = resources["nbgrader"]["student"]
         chapter = resources["nbgrader"]["assignment"]
         self.log.info("Grading %s of %s in the sandbox", chapter, student)
         # Graded in this process, as one learner of `autograde --jobs 1` would be on its worker.
-        outcome = grade_safely(pack(course, student, chapter, limits=Limits(),
-                                    root=str(course.root),
-                                    versions=versions(course.root, chapter)))
+        outcome = grade_learner(course, student, chapter)
         if outcome.fault is not None:
             # nbgrader entered the submission before converting it: a row without a grade
             # must not read as a score of 0.
             forget_ungraded(course.config(), student, chapter)
             self._stop(f"grading stopped at {student}/{chapter}: {outcome.fault}. Nothing was "
                        "recorded for this learner, nor for those after it")
-        summary = store_outcome(outcome, course.config(), course)
+        summary = store_outcome(course, outcome)
         self.log.info("%s scored %g of %g autograded point(s)", student, summary.score,
                       summary.max_score)
         if summary.flags:
@@ -158,8 +157,6 @@ class SandboxedAutograde(NotebookExporter):
         """Copy detection of the chapter's class, with this learner graded: nbgrader grades
         one learner at a time (the Formgrader's button, one learner per click), so the class
         is checked again after each; the course's sources are read once per process."""
-        from autograder.copies.detect import after_grading
-
         after_grading([chapter], [], course)
         self.log.info("Copy detection of %s: %s", chapter,
                       course.folder / "similarity" / f"{chapter}.html")
@@ -177,8 +174,6 @@ class LearnersView(Preprocessor):
     enabled = Bool(True, help="Whether the feedback is stripped (always).").tag(config=True)
 
     def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
-        from autograder.grade.learner import strip_for_learners
-
         strip_for_learners(nb)
         return nb, resources
 
@@ -190,10 +185,8 @@ class GradesExport(ExportPlugin):
     keep only those rows."""
 
     def export(self, gradebook: Any) -> None:
-        from autograder.steps.report import export_csv
-
         course = course_of(self.parent.coursedir)
-        rows = list(csv.reader(io.StringIO(export_csv(**course.as_kwargs()))))
+        rows = list(csv.reader(io.StringIO(export_csv(course))))
         students, chapters = set(map(str, self.student)), set(map(str, self.assignment))
         kept = [rows[0]] + [row for row in rows[1:]
                             if (not students or row[0] in students)
@@ -213,12 +206,8 @@ class CourseCollect(ExchangeCollect):
     enter the gradebook under their names, so the formgrader lists them by name at once."""
 
     def start(self) -> None:
-        from autograder.collect.sources import collect
-        from autograder.grade.gradebook import register_students
-
         course = course_of(self.coursedir)
-        report = collect(exchange=self.root, chapters=[self.coursedir.assignment_id],
-                         **course.as_kwargs())
+        report = collect(course, exchange=self.root, chapters=[self.coursedir.assignment_id])
         for line in report.lines():
             log = self.log.warning if line.startswith(("REFUSED", "FLAG")) else self.log.info
             log("%s", line)
@@ -243,12 +232,10 @@ class CourseRelease(ExchangeReleaseAssignment):
     recorded with its points in the gradebook, then copied into the exchange."""
 
     def start(self) -> None:
-        from autograder.steps.release import release
-
         course = course_of(self.coursedir)
         chapter = self.coursedir.assignment_id
         try:
-            release([chapter], exchange=self.root, progress=self.log.info, **course.as_kwargs())
+            release(course, [chapter], exchange=self.root, progress=self.log.info)
         except (ValueError, RuntimeError) as exc:
             self.fail(f"release failed: {exc}")
         self.log.info("released %s to the exchange %s; the gradebook holds its points",
@@ -262,15 +249,12 @@ class CourseReleaseFeedback(ExchangeReleaseFeedback):
     page was released; with none, the run fails and says why, instead of reporting success."""
 
     def start(self) -> None:
-        from autograder.steps.exchange import release_feedback, unreleasable
-
         course = course_of(self.coursedir)
         chapter = self.coursedir.assignment_id
         student = self.coursedir.student_id
         students = None if student in ("", "*") else [student]
         try:
-            released = release_feedback([chapter], self.root, students=students,
-                                        **course.as_kwargs())
+            released = release_feedback(course, [chapter], self.root, students=students)
         except RuntimeError as exc:
             self.fail(str(exc))
         if not released:

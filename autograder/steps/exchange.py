@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from autograder.course import ROOT, SECRET_FILE, Course, ensure_alembic_on_path
+from autograder.course import SECRET_FILE, Course, ensure_alembic_on_path
 
 
 def _run(app_class, what: str, chapter: str, exchange: str | os.PathLike, course: Course,
@@ -45,13 +45,9 @@ def _run(app_class, what: str, chapter: str, exchange: str | os.PathLike, course
 
 
 def release_to_exchange(
-    chapters: Iterable[str],
-    exchange: str | os.PathLike,
-    *,
-    root: str | os.PathLike = ROOT,
-    course_dir: str | os.PathLike | None = None,
+    course: Course, chapters: Iterable[str], exchange: str | os.PathLike
 ) -> None:
-    """Copy ``<root>/notebooks/<chapter>/`` into the exchange, for learners to fetch.
+    """Copy ``<root>/notebooks/<chapter>/`` of ``course`` into the exchange, for learners to fetch.
 
     A chapter released before is replaced (learners who fetched it keep their copy).
 
@@ -60,20 +56,18 @@ def release_to_exchange(
     """
     from nbgrader.exchange.default.release_assignment import ExchangeReleaseAssignment
 
-    course = Course.of(root, course_dir)
     for chapter in chapters:
         _run(ExchangeReleaseAssignment, "release", chapter, exchange, course)
 
 
 def release_feedback(
+    course: Course,
     chapters: Iterable[str],
     exchange: str | os.PathLike,
     *,
     students: Iterable[str] | None = None,
-    root: str | os.PathLike = ROOT,
-    course_dir: str | os.PathLike | None = None,
 ) -> list[tuple[str, str]]:
-    """Put the feedback pages of ``chapters`` into the exchange, where each learner's
+    """Put the feedback pages of ``course``'s ``chapters`` into the exchange, where each learner's
     Assignment List finds their own.
 
     Only submissions that came through the exchange can be given feedback this way: nbgrader
@@ -87,7 +81,6 @@ def release_feedback(
     """
     from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 
-    course = Course.of(root, course_dir)
     released = []
     for chapter in chapters:
         with_feedback = course.students("feedback", chapter)

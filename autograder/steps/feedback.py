@@ -19,7 +19,6 @@ template would load MathJax from the network, which a sanitised page does not do
 from __future__ import annotations
 
 import copy
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ import nh3
 from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
-from autograder.course import ROOT, Course, ensure_alembic_on_path
+from autograder.course import Course, ensure_alembic_on_path
 from autograder.flags import Flag, write_flags
 
 # What the rendered notebook is made of: text, code, tables and embedded images.
@@ -144,11 +143,7 @@ def _one_page(config: Any, course: Course, student: str, chapter: str) -> str | 
 
 
 def generate_feedback(
-    chapters: Iterable[str],
-    *,
-    students: Iterable[str] | None = None,
-    root: str | os.PathLike = ROOT,
-    course_dir: str | os.PathLike | None = None,
+    course: Course, chapters: Iterable[str], *, students: Iterable[str] | None = None
 ) -> FeedbackReport:
     """Write ``<course>/feedback/<student>/<chapter>/<chapter>.html`` for graded submissions.
 
@@ -156,15 +151,14 @@ def generate_feedback(
     learner's ``feedback_failed`` flag (a later successful run clears it).
 
     Args:
+        course: the course.
         chapters: chapter ids.
         students: only these students (default: every autograded one).
-        root, course_dir: the course (see :func:`autograder.course.course_config`).
 
     Returns:
         A :class:`FeedbackReport`: the pages written and the learners without one.
     """
     ensure_alembic_on_path()
-    course = Course.of(root, course_dir)
     config = course.config()
     report = FeedbackReport()
     for chapter in chapters:

@@ -24,20 +24,20 @@ from pathlib import Path
 from autograder.course import (
     CHAPTERS,
     COURSE_ID,
-    ROOT,
     SOURCE_DIRECTORY,
     Course,
-    course_config,
     ensure_alembic_on_path,
 )
+from autograder.grade.gradebook import ensure_chapter
+from autograder.steps.exchange import release_to_exchange
+from autograder.steps.view import check_class_release, refresh_view
 
 # The files of a chapter's source folder that its release links to instead of copying.
 LINKED_FILES = ("*.pt",)
 
 
-def chapters_in(root: str | os.PathLike = ROOT) -> list[str]:
+def chapters_in(course: Course) -> list[str]:
     """Chapter ids with a source notebook ``<root>/solutions/<chapter>/<chapter>.ipynb``."""
-    course = Course.of(root)
     return [ch for ch in CHAPTERS if course.source_notebook(ch).is_file()]
 
 
@@ -54,9 +54,8 @@ def _check_chapters(chapters: Iterable[str], available: list[str]) -> list[str]:
 
 
 def generate(
+    course: Course,
     chapters: Iterable[str],
-    root: str | os.PathLike = ROOT,
-    course_dir: str | os.PathLike | None = None,
     progress: Callable[[str], object] | None = None,
 ) -> None:
     """Run ``nbgrader generate_assignment <chapter> --force`` for each chapter.
@@ -76,7 +75,7 @@ def generate(
     from nbgrader.coursedir import CourseDirectory
 
     ensure_alembic_on_path()
-    config = course_config(root, course_dir)
+    config = course.config()
     chapters = list(chapters)
     for number, chapter in enumerate(chapters, 1):
         started = time.monotonic()
@@ -93,7 +92,7 @@ def generate(
                 f"nbgrader generate_assignment {chapter} failed:\n"
                 f"{result.get('log', '')}\n{result.get('error', '')}"
             )
-        link_to_source(Course.of(root), chapter)
+        link_to_source(course, chapter)
         if progress is not None:
             progress(f"[{number}/{len(chapters)}] {chapter}: notebooks/{chapter}/ written "
                      f"({time.monotonic() - started:.1f} s)")
@@ -115,9 +114,8 @@ def link_to_source(course: Course, chapter: str) -> list[Path]:
 
 
 def release(
+    course: Course,
     chapters: list[str] | None = None,
-    root: str | os.PathLike | None = None,
-    course_dir: str | os.PathLike | None = None,
     progress: Callable[[str], object] | None = None,
     exchange: str | os.PathLike | None = None,
 ) -> list[str]:
@@ -128,7 +126,7 @@ def release(
     Args:
         chapters: chapter ids such as ``"ch02_attention"``; ``None`` releases every chapter
             that has a source notebook.
-        root, course_dir: the course (default: this repository and its autograder/course).
+        course: the course.
         progress: called with a line of progress per chapter (``print`` on the command line).
         exchange: an nbgrader exchange root, where learners fetch the chapters
             (:func:`~autograder.steps.exchange.release_to_exchange`).
@@ -142,41 +140,31 @@ def release(
             :func:`autograder.steps.view.check_class_release`).
         RuntimeError: nbgrader failed on a chapter, or could not write the exchange.
     """
-    from autograder.steps.exchange import release_to_exchange
-    from autograder.steps.view import check_class_release, refresh_view
-
-    course = Course.of(root, course_dir)
-    available = chapters_in(course.root)
+    available = chapters_in(course)
     chosen = available if chapters is None else _check_chapters(chapters, available)
     if exchange is not None:
         check_class_release(course, exchange, chosen)
-    generate(chosen, course.root, course.folder, progress=progress)
-    register_assignments(course.root, course.folder)
+    generate(course, chosen, progress=progress)
+    register_assignments(course)
     if exchange is not None:
-        release_to_exchange(chosen, exchange, **course.as_kwargs())
+        release_to_exchange(course, chosen, exchange)
         refresh_view(course, exchange)
     return chosen
 
 
-def ensure_recorded(
-    chapter: str, root: str | os.PathLike = ROOT, course_dir: str | os.PathLike | None = None
-) -> None:
+def ensure_recorded(course: Course, chapter: str) -> None:
     """Record ``chapter``'s graded cells in the gradebook unless a release did (grading needs
     them): the chapter is generated as :func:`release` does, without an exchange."""
-    from autograder.grade.gradebook import ensure_chapter
-
-    if not ensure_chapter(course_config(root, course_dir), chapter):
-        generate([chapter], root, course_dir)
+    if not ensure_chapter(course.config(), chapter):
+        generate(course, [chapter])
 
 
-def register_assignments(
-    root: str | os.PathLike = ROOT, course_dir: str | os.PathLike | None = None
-) -> None:
+def register_assignments(course: Course) -> None:
     """Make sure the gradebook lists all ten chapters as assignments (idempotent)."""
     from nbgrader.api import Gradebook
 
     ensure_alembic_on_path()
-    config = course_config(root, course_dir)
+    config = course.config()
     with Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
         for chapter in CHAPTERS:
             gradebook.update_or_create_assignment(chapter)

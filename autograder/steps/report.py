@@ -12,10 +12,10 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from autograder.course import ROOT, Course
+from autograder.course import Course
 from autograder.flags import Flag, read_flags
 from autograder.grade.gradebook import Score, read_scores
-from autograder.grade.learner import Summary
+from autograder.grade.store import Summary
 
 CSV_COLUMNS = ("student", "chapter", "score", "max_score", "auto_score", "auto_max",
                "manual_score", "manual_max", "manual_pending", "flags", "reasons")
@@ -81,12 +81,7 @@ def _reasons(flags: list[Flag], student: str, chapter: str, course: Course) -> s
     return text
 
 
-def export_csv(
-    path: str | os.PathLike | None = None,
-    *,
-    root: str | os.PathLike = ROOT,
-    course_dir: str | os.PathLike | None = None,
-) -> str:
+def export_csv(course: Course, path: str | os.PathLike | None = None) -> str:
     """Write the grades CSV (one row per learner and chapter) and return its text.
 
     Columns (:data:`CSV_COLUMNS`):
@@ -104,10 +99,9 @@ def export_csv(
     gradebook twice gives byte-identical files; Python's default ``csv`` reader reads them.
 
     Args:
+        course: the course.
         path: where to write it; ``None`` only returns the text.
-        root, course_dir: the course (see :func:`autograder.course.course_config`).
     """
-    course = Course.of(root, course_dir)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)

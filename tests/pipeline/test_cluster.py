@@ -38,7 +38,7 @@ from autograder.grade.cluster import (
     submit_root,
 )
 from autograder.grade.gradebook import read_scores
-from autograder.grade.learner import _finished, autograde
+from autograder.grade.run import _finished, autograde
 from autograder.grade.workers import check_workers, on_one_thread, versions
 from autograder.steps.report import export_csv
 
@@ -66,9 +66,9 @@ def grade(sample: dict, name: str, **where) -> dict:
     """Collect the class into course folder ``name``, grade it (``where``: ``jobs`` or
     ``scheduler``), export the CSV; return the CSV and the gradebook's scores."""
     course = Course.of(sample["root"], sample["root"] / name)
-    collect([sample["class"]], chapters=list(CHAPTERS_HERE), **course.as_kwargs())
-    summaries = autograde(list(CHAPTERS_HERE), **where, **course.as_kwargs())
-    return {"course": course, "summaries": summaries, "csv": export_csv(**course.as_kwargs()),
+    collect(course, [sample["class"]], chapters=list(CHAPTERS_HERE))
+    summaries = autograde(course, list(CHAPTERS_HERE), **where)
+    return {"course": course, "summaries": summaries, "csv": export_csv(course),
             "scores": read_scores(course.config())}
 
 
@@ -155,12 +155,12 @@ def test_a_real_cluster_grades_the_class_as_the_local_one(sample, undisturbed, d
         assert len(pids) == 2
         assert client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.allowed_failures) == 0
         course = Course.of(sample["root"], sample["root"] / "course-scheduler")
-        collect([sample["class"]], chapters=list(CHAPTERS_HERE), **course.as_kwargs())
+        collect(course, [sample["class"]], chapters=list(CHAPTERS_HERE))
         where = ["--root", str(course.root), "--course-dir", str(course.folder)]
         assert main(["autograde", "all", "--scheduler", dask_cluster, *where]) == 0
         table = capsys.readouterr().out
         assert f"{len(undisturbed['summaries'])} submission(s) graded" in table
-        assert export_csv(**course.as_kwargs()) == undisturbed["csv"]
+        assert export_csv(course) == undisturbed["csv"]
         assert read_scores(course.config()) == undisturbed["scores"]
         # The same two processes graded every learner, and they keep what they imported.
         assert client.run(os.getpid) == pids

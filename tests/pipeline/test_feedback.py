@@ -11,7 +11,7 @@ import matplotlib
 import nbformat
 import pytest
 
-from autograder.course import course_config
+from autograder.course import Course, course_config
 from autograder.steps.feedback import FeedbackExporter, sanitise_page
 
 matplotlib.use("Agg")
@@ -147,7 +147,7 @@ def test_feedback_is_released_to_the_exchange(tmp_path):
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.utils import notebook_hash
 
-    from autograder.course import COURSE_ID, SECRET_FILE, TIMESTAMP_FILE, Course
+    from autograder.course import COURSE_ID, SECRET_FILE, TIMESTAMP_FILE
     from autograder.steps.exchange import release_feedback
 
     chapter = "ch02_attention"
@@ -161,7 +161,7 @@ def test_feedback_is_released_to_the_exchange(tmp_path):
             (folder / SECRET_FILE).write_text(secret)
     exchange = tmp_path / "exchange"
     exchange.mkdir()
-    released = release_feedback([chapter], exchange, **course.as_kwargs())
+    released = release_feedback(course, [chapter], exchange)
     assert released == [("alice", chapter)]
     name = notebook_hash(secret="a" * 128, notebook_id=chapter)
     page = exchange / COURSE_ID / "feedback" / f"{name}.html"

@@ -25,10 +25,10 @@ from autograder.grade.learner import (
     kernel_secret,
     pack,
     placeholder,
-    store_outcome,
     strip_for_learners,
     with_hidden_tests,
 )
+from autograder.grade.store import store_outcome
 from autograder.grade.workers import versions
 from autograder.notebook import exercise_ids, graded_test_cells
 from autograder.sandbox.launcher import Limits
@@ -47,7 +47,7 @@ def course(tmp_path_factory) -> dict:
     """A released ch02 in a temporary course (no kernel runs in this file)."""
     root = tmp_path_factory.mktemp("course")
     shutil.copytree(ROOT / "solutions" / CH, root / "solutions" / CH)
-    generate([CH], root=root, course_dir=root / "course")
+    generate(Course.of(root, root / "course"), [CH])
     return {"root": root, "course_dir": root / "course"}
 
 
@@ -150,8 +150,8 @@ def test_store_writes_gradebook_and_csv_idempotently(course):
         (course_dir / "submitted" / outcome.student / CH).mkdir(parents=True, exist_ok=True)
     csvs = []
     for _ in range(2):
-        rows = [store_outcome(o, config, Course.of(root, course_dir)) for o in outcomes]
-        csvs.append(export_csv(root=root, course_dir=course_dir))
+        rows = [store_outcome(Course.of(root, course_dir), o) for o in outcomes]
+        csvs.append(export_csv(Course.of(root, course_dir)))
     assert csvs[0] == csvs[1]
     lines = csvs[0].splitlines()
     assert lines[0] == ("student,chapter,score,max_score,auto_score,auto_max,manual_score,"
@@ -204,7 +204,7 @@ def test_a_submission_too_large_is_not_sent_and_scores_zero(course, monkeypatch)
     assert submission.files == {} and submission.refused.code == "submission_too_large"
     outcome = grade_safely(submission)
     assert outcome.notebook is None and outcome.flags == [submission.refused]
-    summary = store_outcome(outcome, course_config(course["root"], course["course_dir"]), where)
+    summary = store_outcome(where, outcome)
     assert summary.score == 0 and summary.max_score == 7
     assert "more than the 1 MiB" in read_flags(course["course_dir"], "dave", CH)[0].reason
 
@@ -219,7 +219,7 @@ def test_an_error_while_grading_fails_only_its_learner(course, tmp_path):
     assert outcome.notebook is None
     assert [f.code for f in outcome.flags] == ["grading_error"]
     assert "FileNotFoundError" in outcome.flags[0].reason
-    summary = store_outcome(outcome, course_config(course["root"], course["course_dir"]), where)
+    summary = store_outcome(where, outcome)
     assert (summary.score, summary.max_score) == (0, 7)
     nb = nbformat.read(where.notebook("autograded", "alice", CH), as_version=4)
     assert all(determine_grade(c)[0] == 0 for c in graded_test_cells(nb))

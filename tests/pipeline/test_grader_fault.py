@@ -24,9 +24,10 @@ import pytest
 from distributed import Client, LocalCluster
 
 from autograder.cli import main
-from autograder.course import ROOT, course_config
+from autograder.course import ROOT, Course, course_config
 from autograder.flags import Flag
 from autograder.grade import learner as grade
+from autograder.grade import run
 from autograder.grade.gradebook import read_scores
 from autograder.grade.learner import grade_safely
 from autograder.grade.workers import check_sandboxes
@@ -69,7 +70,7 @@ def broken(monkeypatch):
 def released(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("released")
     shutil.copytree(ROOT / "solutions" / CH, root / "solutions" / CH)
-    generate([CH], root=root, course_dir=root / "course")
+    generate(Course.of(root, root / "course"), [CH])
     return root
 
 
@@ -108,7 +109,7 @@ def test_a_sandbox_that_cannot_start_stops_autograde_before_anyone(course, broke
 
 
 def test_a_sandbox_that_breaks_during_the_run_stops_it(course, monkeypatch, capsys):
-    monkeypatch.setattr(grade, "grade_safely", grade_with_a_sandbox_that_broke)
+    monkeypatch.setattr(run, "grade_safely", grade_with_a_sandbox_that_broke)
     status, err = autograde(*course, capsys)
     assert status == 1
     assert "grading stopped at alice/ch02_attention: the grader cannot grade" in err

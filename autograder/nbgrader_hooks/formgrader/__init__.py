@@ -34,7 +34,7 @@ from traitlets import Unicode
 
 from autograder.flags import read_flags
 from autograder.nbgrader_hooks.commands import course_of
-from autograder.steps.feedback import sanitise_fragment
+from autograder.steps.feedback import generate_feedback, sanitise_fragment
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -112,11 +112,8 @@ def _feedback(handler: apihandlers.BaseApiHandler, chapter: str,
               student: str | None) -> dict[str, Any]:
     """The course's feedback for ``chapter`` (one ``student`` or all), as the formgrader's
     buttons expect an answer: ``success`` and a ``log`` naming each page and each failure."""
-    from autograder.steps.feedback import generate_feedback
-
     course = course_of(handler.coursedir)
-    report = generate_feedback([chapter], students=None if student is None else [student],
-                               **course.as_kwargs())
+    report = generate_feedback(course, [chapter], students=None if student is None else [student])
     lines = [f"wrote the feedback page of {path.parts[-3]}: {path}" for path in report.written]
     lines += [f"FAILED {name}: {reason}" for name, _, reason in report.failed]
     if not report.written and not report.failed:
