@@ -135,3 +135,44 @@ def test_no_private_name_imported_across_modules():
             for module, path in known.items() for i in imports(module, path)
             if i.name is not None and i.name.startswith("_") and _home(i, known) != module]
     assert lent == []
+
+
+# The grading side's subsystems: each public function that works on a course takes it first.
+GRADING_SIDE = ("autograder.steps", "autograder.collect", "autograder.grade", "autograder.copies",
+                "autograder.nbgrader_hooks")
+# The steps of a course, each of which must take the course (nothing falls back to this
+# repository's own course when it is given none).
+STEPS = {
+    "autograder.steps.release": ("chapters_in", "generate", "release", "ensure_recorded",
+                                 "register_assignments"),
+    "autograder.steps.exchange": ("release_to_exchange", "release_feedback"),
+    "autograder.steps.feedback": ("generate_feedback",),
+    "autograder.steps.report": ("export_csv",),
+    "autograder.collect.sources": ("collect",),
+    "autograder.grade.learner": ("grade_learner",),
+    "autograder.grade.store": ("store_outcome",),
+    "autograder.grade.run": ("autograde",),
+    "autograder.copies.detect": ("check_chapter", "after_grading", "course_sources"),
+}
+
+
+def _first_parameters(path: Path) -> dict[str, tuple[str, bool]]:
+    """Public top-level function -> (the annotation of its first parameter, whether any
+    parameter is annotated ``Course``)."""
+    found = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+            params = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+            annotations = [ast.unparse(p.annotation) if p.annotation else "" for p in params]
+            found[node.name] = (annotations[0] if annotations else "", "Course" in annotations)
+    return found
+
+
+def test_every_step_takes_the_course_first():
+    known = modules()
+    late = [f"{module}.{name}" for module, path in known.items() if module.startswith(GRADING_SIDE)
+            for name, (first, takes) in _first_parameters(path).items()
+            if takes and first != "Course"]
+    missing = [f"{module}.{name}" for module, names in STEPS.items() for name in names
+               if _first_parameters(known[module]).get(name, ("", False))[0] != "Course"]
+    assert (late, missing) == ([], [])

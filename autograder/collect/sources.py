@@ -401,6 +401,7 @@ _NOTEBOOK_FOLDER = ("a folder named like a notebook; hand in the .ipynb file its
 
 def _exchange_time(stamp: str) -> dt.datetime | None:
     """The UTC time of an exchange folder's timestamp, parsed as nbgrader parses it."""
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.utils import parse_utc
 
     try:
@@ -451,5 +452,5 @@ def collect(
                     scan.zip(source)
         if exchange is not None:
             scan.exchange(Path(exchange), course_id)
-        store(scan.candidates, course, report)
+        store(course, scan.candidates, report)
     return report

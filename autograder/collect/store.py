@@ -21,6 +21,7 @@ from autograder.flags import Flag, write_flags
 
 def _existing(target: Path) -> tuple[dt.datetime, str] | None:
     """The timestamp and digest of what was collected before into ``target``, or None."""
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.utils import parse_utc
 
     stamp = target / TIMESTAMP_FILE
@@ -51,7 +52,7 @@ def _collisions(candidates: list[Candidate], report: CollectReport) -> list[Cand
     return [c for c in candidates if c.student not in clashing]
 
 
-def store(candidates: list[Candidate], course: Course, report: CollectReport) -> None:
+def store(course: Course, candidates: list[Candidate], report: CollectReport) -> None:
     """Copy the newest candidate of each (student, chapter) into ``<course>/submitted``."""
     groups: dict[tuple[str, str], list[Candidate]] = defaultdict(list)
     for candidate in _collisions(candidates, report):

@@ -410,7 +410,7 @@ def _store(course: Course, student: str, chapter: str, flags: list[Flag]) -> Non
         write_flags(course.folder, student, chapter, "similarity", flags)
 
 
-def after_grading(chapters: Iterable[str], summaries: list, course: Course) -> list:
+def after_grading(course: Course, chapters: Iterable[str], summaries: list) -> list:
     """Check each graded chapter of ``course`` for copies (the whole class of the chapter, not
     only the learners just graded) and return ``summaries``
     (:class:`~autograder.grade.store.Summary`) with their learners' flags read again.

@@ -570,6 +570,7 @@ def _ipython_to_python(code: str) -> str:
 
     Line magics and shell escapes keep their line; a cell magic becomes one call on line 1.
     """
+    # IPython is heavy: loaded only for a cell that does not parse as Python.
     from IPython.core.inputtransformer2 import TransformerManager
 
     return TransformerManager().transform_cell(code)
@@ -761,7 +762,7 @@ def audit_file(path: str | Path, *, release: Any = None) -> list[Finding]:
 # ----------------------------------------------------------------------------- collected work
 
 
-def read_release(chapter: str | None, course: Course) -> Any:
+def read_release(course: Course, chapter: str | None) -> Any:
     """The release notebook of ``chapter`` in ``course``; None when there is none to read."""
     if chapter is None:
         return None
@@ -797,7 +798,7 @@ def audit_submissions(
     releases: dict[str, Any] = {}
     for learner, chapter, path in submitted_notebooks(course, chapters, student):
         if chapter not in releases:
-            releases[chapter] = read_release(chapter, course)
+            releases[chapter] = read_release(course, chapter)
         rows += [(learner, chapter, f) for f in audit_file(path, release=releases[chapter])]
     return rows
 

@@ -61,6 +61,7 @@ T = TypeVar("T")
 
 def grading_settings() -> dict[str, Any]:
     """The settings of :data:`DASK_CONFIG`, as ``dask.config.set`` takes them (dotted keys)."""
+    # Dask is heavy: loaded when a cluster is used, not with the module.
     import dask
 
     def dotted(tree: dict[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
@@ -87,6 +88,7 @@ def grading_client(jobs: int = 1, scheduler: str | None = None) -> Iterator[Clie
         ConnectionError: the scheduler cannot be reached, or no worker joins it in time.
         ValueError: a worker of the cluster runs more than one thread.
     """
+    # Dask is heavy: loaded when a cluster is used, not with the module.
     import dask
     from distributed import Client, LocalCluster
 
@@ -128,6 +130,7 @@ def scheduler_problems(client: Client) -> list[str]:
 def submit_root(client: Client, key: str, function: Callable[..., Any], *args: Any) -> Future:
     """``client.submit(function, *args, key=key)`` as a root task: the scheduler keeps it until
     a worker has a free thread (see the module's docstring)."""
+    # Dask is heavy: loaded when a cluster is used, not with the module.
     from dask.task_spec import Task
 
     # A new priority generation for every task (fifo_timeout 0): they start in this order.
@@ -145,6 +148,7 @@ def in_order(client: Client, items: Sequence[T], submit: Callable[[T], Future],
     time. Each result is fetched as soon as its task ends and yielded as a settled
     :class:`concurrent.futures.Future` (its value, or the error that ended the task).
     """
+    # Dask is heavy: loaded when a cluster is used, not with the module.
     from distributed import as_completed
 
     pending = iter(enumerate(items))

@@ -25,6 +25,7 @@ def quiet_gradebook() -> Iterator[None]:
     """Silence the SQLAlchemy warning that nbgrader's gradebook code trips for every learner
     ("Object of type <SubmittedNotebook> not in session"); it is harmless, and would otherwise
     be printed across the progress bar."""
+    # nbgrader's database library: loaded with the gradebook, when this runs.
     from sqlalchemy.exc import SAWarning
 
     with warnings.catch_warnings():
@@ -34,6 +35,7 @@ def quiet_gradebook() -> Iterator[None]:
 
 def ensure_chapter(config: Config, chapter: str) -> bool:
     """True when the gradebook knows the cells of ``chapter`` (recorded by its release)."""
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.api import Gradebook, MissingEntry
 
     ensure_alembic_on_path()
@@ -56,6 +58,7 @@ def _named(gradebook, student: str) -> None:
 
 def register_students(config: Config, students: list[str]) -> None:
     """Put ``students`` in the gradebook under their ids, unless it knows their names."""
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.api import Gradebook
 
     ensure_alembic_on_path()
@@ -69,6 +72,7 @@ def forget_ungraded(config: Config, student: str, chapter: str) -> None:
     score at all: nbgrader's own commands enter a submission before it is graded, and one the
     grader could not grade must not read as a score of 0. A submission graded before keeps
     its scores."""
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.api import Gradebook, MissingEntry
 
     ensure_alembic_on_path()
@@ -96,6 +100,7 @@ def save_grades(
     through nbgrader's ``SaveAutoGrades``; manual scores already given are kept. The learner
     is named as :func:`register_students` does.
     """
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.api import Gradebook
     from nbgrader.preprocessors import SaveAutoGrades
 
@@ -149,6 +154,7 @@ class Score:
 
 def read_scores(config: Config) -> list[Score]:
     """Every submission in the gradebook, sorted by student and chapter."""
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.api import Gradebook
 
     ensure_alembic_on_path()

@@ -276,6 +276,7 @@ def _execute_and_verify(task: Task, course: Course, restored: NotebookNode,
     """Execute the restored notebook in the sandbox while the learner processes start, then
     verify the cells the kernel passed; the executed notebook (unconfirmed passes failed) and
     the flags of both."""
+    # nbconvert is heavy: loaded when a notebook is executed.
     from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
     chapter, ids = task.chapter, exercise_ids(source_nb)
@@ -328,6 +329,7 @@ def _confirm(passed: list[NotebookNode], verified: dict, ids: dict[str, str]) ->
 def _kernel_passes(executed: NotebookNode, result: ExecutionResult) -> list[NotebookNode]:
     """The graded cells the kernel passed; a graded cell the kernel never finished gets an
     error output, so that it scores 0."""
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.utils import determine_grade
 
     statuses = {c.grade_id: c.status for c in result.cells if c.grade_id}

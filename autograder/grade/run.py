@@ -92,7 +92,7 @@ def autograde(course: Course, chapters: Iterable[str], *, jobs: int = 1,
                             elsewhere=scheduler is not None)
         results = _store_in_order(client, plan, progress)
     # Copy detection needs the whole class of a chapter, so it runs once all are graded.
-    results = after_grading(list(plan.versions), results, course) if copy_check else results
+    results = after_grading(course, list(plan.versions), results) if copy_check else results
     return sorted(results, key=lambda s: (s.student, s.chapter))
 
 

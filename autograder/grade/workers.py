@@ -46,6 +46,7 @@ def connect(scheduler: str) -> Client:
         ConnectionError: the scheduler cannot be reached, or no worker joins it in time.
         ValueError: a worker runs more than one thread.
     """
+    # Dask is heavy: loaded when a cluster is used, not with the module.
     from distributed import Client
 
     try:
@@ -80,6 +81,7 @@ def on_one_thread() -> None:
         RuntimeError: the worker runs several threads, so two learners could be graded at once
             in one interpreter.
     """
+    # Dask is heavy: loaded when a cluster is used, not with the module.
     from distributed import get_worker
 
     try:

@@ -157,7 +157,7 @@ class SandboxedAutograde(NotebookExporter):
         """Copy detection of the chapter's class, with this learner graded: nbgrader grades
         one learner at a time (the Formgrader's button, one learner per click), so the class
         is checked again after each; the course's sources are read once per process."""
-        after_grading([chapter], [], course)
+        after_grading(course, [chapter], [])
         self.log.info("Copy detection of %s: %s", chapter,
                       course.folder / "similarity" / f"{chapter}.html")
 

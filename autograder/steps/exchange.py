@@ -26,6 +26,7 @@ def _run(app_class, what: str, chapter: str, exchange: str | os.PathLike, course
     Raises:
         RuntimeError: nbgrader failed (its log is in the message).
     """
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.apps.api import capture_log
     from nbgrader.coursedir import CourseDirectory
 
@@ -54,6 +55,7 @@ def release_to_exchange(
     Raises:
         RuntimeError: nbgrader failed, for example on an exchange folder it cannot write.
     """
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.exchange.default.release_assignment import ExchangeReleaseAssignment
 
     for chapter in chapters:
@@ -79,6 +81,7 @@ def release_feedback(
     Raises:
         RuntimeError: nbgrader failed.
     """
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 
     released = []

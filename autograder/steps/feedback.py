@@ -122,6 +122,7 @@ class FeedbackReport:
 
 def _one_page(config: Any, course: Course, student: str, chapter: str) -> str | None:
     """Write one learner's page; the reason when nbgrader could not, else None."""
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.apps.api import capture_log
     from nbgrader.converters import GenerateFeedback
     from nbgrader.coursedir import CourseDirectory

@@ -161,6 +161,7 @@ def ensure_recorded(course: Course, chapter: str) -> None:
 
 def register_assignments(course: Course) -> None:
     """Make sure the gradebook lists all ten chapters as assignments (idempotent)."""
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.api import Gradebook
 
     ensure_alembic_on_path()

@@ -87,6 +87,7 @@ def chapter_states(course: Course, exchange: str | os.PathLike | None,
 
 
 def _closed(course: Course, now: datetime | None) -> set[str]:
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.api import Gradebook
 
     if not course.gradebook.is_file():
@@ -277,6 +278,7 @@ def close_chapter(course: Course, chapter: str, at: datetime | None = None) -> d
     Once the due date has passed, the chapter counts as closed: its references join the
     learners' view at its next refresh (:func:`refresh_view`).
     """
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.api import Gradebook
 
     ensure_alembic_on_path()
