@@ -19,7 +19,7 @@ folder (``autograder/nbgrader_config.py`` loads :func:`course_config`)::
     nbgrader generate_feedback ch02_attention
     nbgrader export
 
-The release step itself (``python -m autograder release``) is :mod:`autograder.pipeline.release`.
+The release step itself (``python -m autograder release``) is :mod:`autograder.steps.release`.
 """
 
 from __future__ import annotations
@@ -42,6 +42,12 @@ SOURCE_DIRECTORY = "solutions"
 RELEASE_DIRECTORY = "notebooks"
 # nbgrader's step folders inside the course folder, each ``<step>/<student>/<chapter>/``.
 STEPS = ("submitted", "autograded", "feedback")
+# Beside each notebook of a step folder: when it was handed in (written by collect, in
+# nbgrader's format), and nbgrader's submission secret, after which nbgrader names the
+# learner's feedback in the exchange.
+TIMESTAMP_FILE = "timestamp.txt"
+TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f %Z"
+SECRET_FILE = "submission_secret.txt"
 
 # The ten chapter ids (nbgrader assignments), in course order.
 CHAPTERS: tuple[str, ...] = tuple(CHAPTER_IDS.values())
@@ -85,10 +91,6 @@ class Course:
     def config(self) -> Config:
         """The nbgrader configuration of this course; see :func:`course_config`."""
         return course_config(self.root, self.folder)
-
-    def as_kwargs(self) -> dict[str, Path]:
-        """``root`` and ``course_dir``, the keyword arguments of the pipeline's functions."""
-        return {"root": self.root, "course_dir": self.folder}
 
     # ---- the instructor's and the learners' notebooks, under the root
 
@@ -196,15 +198,15 @@ def _how_commands_run(c: Config) -> None:
     c.Execute.execute_retries = 0
     c.KernelManager.shutdown_wait_time = KERNEL_SHUTDOWN_WAIT
 
-    # Feedback pages show learners' HTML: they are sanitised (autograder/pipeline/feedback.py).
-    c.GenerateFeedback.exporter_class = "autograder.pipeline.feedback.FeedbackExporter"
+    # Feedback pages show learners' HTML: they are sanitised (autograder/steps/feedback.py).
+    c.GenerateFeedback.exporter_class = "autograder.steps.feedback.FeedbackExporter"
     # Plain nbgrader commands and the formgrader's buttons take the course's path
-    # (autograder/pipeline/plain_nbgrader.py): sandboxed and verified grading with flags, only
+    # (autograder/nbgrader_hooks/commands.py): sandboxed and verified grading with flags, only
     # with a class's secret, feedback without hidden tests, the CSV with flags, the course's
     # collect (zip_collect, which would bypass it, stops), the course's release (the gradebook
     # records the chapter), a feedback release that says what it released, and kernels that
     # never see the grader's secret.
-    hooks = "autograder.pipeline.plain_nbgrader"
+    hooks = "autograder.nbgrader_hooks.commands"
     c.Autograde.exporter_class = f"{hooks}.SandboxedAutograde"
     c.Autograde.sanitize_preprocessors = []
     c.Autograde.autograde_preprocessors = []

@@ -3,7 +3,7 @@
 Flags live in small JSON files, ``<course>/flags/<student>/<chapter>.json``, one list per stage
 (``collect``, ``grade``, ``similarity``, ``feedback``), so that collecting again replaces the
 collect flags, grading again replaces the grade flags and checking the class for copies again
-(:mod:`autograder.pipeline.similarity`) replaces the similarity flags::
+(:mod:`autograder.copies.detect`) replaces the similarity flags::
 
     {"collect": [], "grade": [{"cell": "ch02_softmax_test", "code": "test_cell_edited",
                                "reason": "..."}]}
@@ -48,8 +48,12 @@ def _flags_file(course_dir: str | os.PathLike, student: str, chapter: str) -> Pa
 
 def write_flags(
     course_dir: str | os.PathLike, student: str, chapter: str, stage: str, flags: list[Flag]
-) -> None:
-    """Replace the ``stage`` flags of one submission (the other stage's flags are kept)."""
+) -> list[Flag]:
+    """Replace the ``stage`` flags of one submission (the other stage's flags are kept).
+
+    Returns:
+        Every flag of the submission now, stage by stage, as :func:`read_flags` gives them.
+    """
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
     path = _flags_file(course_dir, student, chapter)
@@ -59,6 +63,7 @@ def write_flags(
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     temporary.replace(path)
+    return _flags_of(stored)
 
 
 def _load(path: Path) -> dict[str, list[dict[str, str]]]:
@@ -69,6 +74,9 @@ def _load(path: Path) -> dict[str, list[dict[str, str]]]:
 
 def read_flags(course_dir: str | os.PathLike, student: str, chapter: str) -> list[Flag]:
     """The flags of one submission, stage by stage: collect, grade, then feedback."""
-    stored = _load(_flags_file(course_dir, student, chapter))
+    return _flags_of(_load(_flags_file(course_dir, student, chapter)))
+
+
+def _flags_of(stored: dict[str, list[dict[str, str]]]) -> list[Flag]:
     return [Flag(f["code"], f.get("cell"), f["reason"])
             for stage in STAGES for f in stored.get(stage, [])]

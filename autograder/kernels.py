@@ -2,7 +2,7 @@
 
 The grader's ``AUTOGRADER_SECRET`` draws the hidden checks' inputs; a kernel runs learner code,
 which could print it. Sandboxed grading gives its kernels a derived value instead
-(:func:`autograder.pipeline.grade.kernel_secret`); every other kernel the course starts leaves
+(:func:`autograder.grade.learner.kernel_secret`); every other kernel the course starts leaves
 the variable out:
 
 * :class:`KernelWithoutSecret`, for nbclient: nbgrader's ``Execute`` (``nbgrader validate``,

@@ -8,7 +8,7 @@
 
 The settings live in autograder/course.py (course_config), which the release command and the
 tests use too, so that there is one place to change them. They route autograde, feedback,
-export and collect through the course's own steps (autograder/pipeline/plain_nbgrader.py), so
+export and collect through the course's own steps (autograder/nbgrader_hooks/commands.py), so
 that these commands grade, and write, exactly what `python -m autograder` does.
 """
 

@@ -50,11 +50,11 @@ from pathlib import Path
 import psutil
 from baseline import Side, grading_env, sides_in
 
-from autograder.course import ensure_alembic_on_path
+from autograder.collect.sources import collect
+from autograder.course import Course, ensure_alembic_on_path
 from autograder.demo.demo import prepare_course
 from autograder.demo.sample_class import NUMPY_CHAPTERS, build_class
-from autograder.pipeline.collect import collect
-from autograder.pipeline.secret import DEVELOPMENT_ENV
+from autograder.grade.secret import DEVELOPMENT_ENV
 
 NBGRADER_CONFIG = """\
 from autograder.course import course_config
@@ -150,11 +150,11 @@ def time_pipeline(side: Side, course_root: Path, course_dir: Path, jobs: int,
 def time_plain_nbgrader(class_dir: Path, course_root: Path, chapters: list[str],
                         submissions: list[tuple[str, str]]) -> Timing:
     """Seconds a shell loop of ``nbgrader autograde CHAPTER --student ID`` takes."""
-    from autograder.pipeline.release import generate
+    from autograder.steps.release import generate
 
     course_dir = course_root / "course-nbgrader"
-    collect([class_dir], root=course_root, course_dir=course_dir, chapters=chapters)
-    generate(chapters, root=course_root, course_dir=course_dir)  # records the cells to grade
+    collect(Course.of(course_root, course_dir), [class_dir], chapters=chapters)
+    generate(Course.of(course_root, course_dir), chapters)  # records the cells to grade
     config_dir = course_root / "nbgrader-plain"
     config_dir.mkdir(exist_ok=True)
     (config_dir / "nbgrader_config.py").write_text(
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(args.repeats):
             for side in sides:
                 course_dir = workspace / f"course-{side.label}-{repeat}"
-                collect([class_dir], root=course_root, course_dir=course_dir, chapters=chapters)
+                collect(Course.of(course_root, course_dir), [class_dir], chapters=chapters)
                 timings[side.label].append(time_pipeline(side, course_root, course_dir,
                                                          args.jobs, len(submissions)))
     report(plain, len(distinct), timings, len(submissions), args.jobs)

@@ -21,21 +21,21 @@ import time
 import warnings
 from pathlib import Path
 
+from autograder.collect.sources import collect
 from autograder.course import Course
 from autograder.demo.demo import prepare_course
 from autograder.demo.sample_class import LEARNERS, NUMPY_CHAPTERS, build_class, compare
-from autograder.pipeline.collect import collect
-from autograder.pipeline.grade import autograde
-from autograder.pipeline.report import export_csv
-from autograder.pipeline.secret import DEVELOPMENT_ENV
+from autograder.grade.run import autograde
+from autograder.grade.secret import DEVELOPMENT_ENV
+from autograder.steps.report import export_csv
 
 
 def grade_once(class_dir: Path, course: Course, **where) -> tuple[float, list, str]:
     """Collect and grade the class into ``course``; seconds, summaries and the CSV text."""
-    collect([class_dir], chapters=list(NUMPY_CHAPTERS), **course.as_kwargs())
+    collect(course, [class_dir], chapters=list(NUMPY_CHAPTERS))
     start = time.perf_counter()
-    summaries = autograde(list(NUMPY_CHAPTERS), **where, **course.as_kwargs())
-    return time.perf_counter() - start, summaries, export_csv(**course.as_kwargs())
+    summaries = autograde(course, list(NUMPY_CHAPTERS), **where)
+    return time.perf_counter() - start, summaries, export_csv(course)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,7 +44,7 @@ from typing import Any
 
 from autograder.course import ROOT, Course
 from autograder.learner.selfcheck import SelfCheckReport, run_selfcheck
-from autograder.pipeline.release import chapters_in
+from autograder.steps.release import chapters_in
 from transformer_ref.data.datasets import MULTI30K_ENV, verify_multi30k
 
 FAST_ENV = "TRANSFORMER_COURSE_FAST"
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--root", type=Path, default=ROOT,
                      help="the checkout whose solutions/ to time (default: this one)")
     root = pre.parse_known_args(argv)[0].root.resolve()
-    chapters = chapters_in(root)
+    chapters = chapters_in(Course.of(root))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], parents=[pre])
     parser.add_argument("--chapters", nargs="+", default=chapters, choices=chapters,
                         metavar="CHAPTER", help="chapter ids (default: every chapter)")

@@ -14,11 +14,11 @@ to the letter or in their own way, or a tutorial's structure with their own line
 (``autograder/demo/honest_styles.py``, ``autograder/demo/literal_followers.py``), each
 against the course's code and against each other.
 
-Prints, per group, the pairs' similarities (:mod:`autograder.pipeline.similarity`: the share
+Prints, per group, the pairs' similarities (:mod:`autograder.copies.detect`: the share
 of the other code found in the answer) with the shared tokens, the closest honest pairs, and
 what the current figures flag, the pairs of the exercises compared as written in groups of
 their own; then the exercises whose text dictates their code (where an honest answer reaches
-the flag in normalised form), which ``similarity.DICTATED`` must list. ``--sweep`` also counts,
+the flag in normalised form), which ``copy_pairs.DICTATED`` must list. ``--sweep`` also counts,
 for other noise, size and threshold figures, the copies flagged and the honest answers
 flagged, in each form. As a baseline, copydetect on the code as written (its own tokeniser,
 its defaults of 25 characters) scores the same copies.
@@ -38,6 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from autograder.copies import detect as similarity  # noqa: E402
+from autograder.copies import pairs as copy_pairs  # noqa: E402
 from autograder.course import ROOT, Course  # noqa: E402
 from autograder.demo.copies import FORMS  # noqa: E402
 from autograder.demo.honest_styles import HONEST, honest_source  # noqa: E402
@@ -45,7 +47,6 @@ from autograder.demo.mutants import all_mutants  # noqa: E402
 from autograder.demo.sample_class import HONEST_KINDS, build_class, mutant_source  # noqa: E402
 from autograder.exercises.registry import all_exercises  # noqa: E402
 from autograder.notebook import cell_source, grade_id, solution_cells  # noqa: E402
-from autograder.pipeline import similarity  # noqa: E402
 
 Cells = dict[str, dict[str, str]]
 
@@ -125,7 +126,7 @@ def exercise_of(cell: str) -> str:
     return cell.removesuffix("_solution").replace("_", ".", 1)
 
 
-def all_stubs(dictated=similarity.DICTATED) -> dict[str, similarity.Boilerplate]:
+def all_stubs(dictated=copy_pairs.DICTATED) -> dict[str, similarity.Boilerplate]:
     """grade id -> how that cell is compared, for every chapter; ``dictated`` as written."""
     course = Course.of(ROOT)
     found: dict[str, similarity.Boilerplate] = {}
@@ -174,10 +175,10 @@ def compared(work, sources, boilerplate) -> dict[str, list]:
 
 def dictated_exercises(sources, work=None) -> set[str]:
     """The exercises where an honest answer reaches the flag in normalised form, against the
-    course's code or another honest learner's: :data:`similarity.DICTATED` when up to date."""
+    course's code or another honest learner's: :data:`copy_pairs.DICTATED` when up to date."""
     groups = compared(work or honest_work(), sources, all_stubs(dictated=()))
     return {exercise_of(p.cell) for pairs in groups.values() for p in pairs
-            if p.flagged(similarity.THRESHOLD)}
+            if p.flagged(copy_pairs.THRESHOLD)}
 
 
 def measure(sources, boilerplate, work) -> dict[str, list]:
@@ -187,7 +188,7 @@ def measure(sources, boilerplate, work) -> dict[str, list]:
     measured: dict[str, list] = {}
     for group, pairs in (groups | compared(work, sources, boilerplate)).items():
         for p in pairs:
-            name = group + (", as written" if p.learner.form == similarity.WRITTEN else "")
+            name = group + (", as written" if p.learner.form == copy_pairs.WRITTEN else "")
             measured.setdefault(name, []).append(
                 (p.similarity, p.tokens, p.learner.label, p.other.label))
     return measured
@@ -224,12 +225,12 @@ def flagged(pairs, min_tokens: int, threshold: float) -> list:
 
 
 def report(groups: dict[str, list]) -> None:
-    figures = (similarity.NOISE_TOKENS, similarity.MIN_TOKENS, similarity.THRESHOLD)
+    figures = (copy_pairs.NOISE_TOKENS, copy_pairs.MIN_TOKENS, copy_pairs.THRESHOLD)
     print("noise {} tokens, at least {} shared tokens, threshold {:.2f}".format(*figures))
     for group, pairs in groups.items():
-        sized = [p for p in pairs if p[1] >= similarity.MIN_TOKENS]
-        hit = flagged(pairs, similarity.MIN_TOKENS, similarity.THRESHOLD)
-        print(f"\n{group}: {len(pairs)} pair(s), {len(sized)} with >= {similarity.MIN_TOKENS} "
+        sized = [p for p in pairs if p[1] >= copy_pairs.MIN_TOKENS]
+        hit = flagged(pairs, copy_pairs.MIN_TOKENS, copy_pairs.THRESHOLD)
+        print(f"\n{group}: {len(pairs)} pair(s), {len(sized)} with >= {copy_pairs.MIN_TOKENS} "
               f"shared tokens, {len(hit)} flagged")
         print(f"  similarity (pairs with enough tokens): {quantiles([p[0] for p in sized])}")
         if group.startswith("copies"):
@@ -257,9 +258,9 @@ def sweep_line(groups: dict[str, list], min_tokens: int) -> str:
 def sweep(sources, work) -> None:
     """The copies and honest pairs flagged for other figures, in each form."""
     print("\nsweep: copies flagged (of those with enough tokens) / honest pairs flagged")
-    chosen = similarity.NOISE_TOKENS
+    chosen = copy_pairs.NOISE_TOKENS
     for noise in (8, 10, 12, 15):
-        similarity.NOISE_TOKENS = noise
+        copy_pairs.NOISE_TOKENS = noise
         groups = measure(sources, all_stubs(), work)
         for form in ("normalised", "as written"):
             mine = {name: pairs for name, pairs in groups.items()
@@ -267,7 +268,7 @@ def sweep(sources, work) -> None:
             for min_tokens in (40, 50, 60, 80):
                 print(f"  {form:10}  noise {noise:2d}  min {min_tokens:3d}  "
                       + sweep_line(mine, min_tokens))
-    similarity.NOISE_TOKENS = chosen
+    copy_pairs.NOISE_TOKENS = chosen
 
 
 def time_class(size: int) -> None:
@@ -292,8 +293,7 @@ def time_class(size: int) -> None:
         similarity._SOURCES.clear()
         for attempt in ("first run", "second run"):
             started, cpu = time.perf_counter(), time.process_time()
-            check = similarity.check_chapter("ch02_attention", root=ROOT,
-                                             course_dir=course.folder)
+            check = similarity.check_chapter(Course.of(ROOT, course.folder), "ch02_attention")
             print(f"{size} learners, {attempt}: {time.perf_counter() - started:.1f} s "
                   f"({time.process_time() - cpu:.1f} s of CPU), {len(check.pairs)} pairs, "
                   f"{len(check.flags)} learners flagged, report "
@@ -311,14 +311,14 @@ def main(argv: list[str] | None = None) -> int:
         time_class(args.time_class)
         return 0
     started = time.perf_counter()
-    sources = similarity.course_sources(ROOT)
+    sources = similarity.course_sources(Course.of(ROOT))
     print(f"{len(sources)} units of course code (in both forms)")
     work = honest_work()
     report(measure(sources, all_stubs(), work))
     dictated = dictated_exercises(sources, work)
     print(f"\ndictated (an honest answer reaches the flag in normalised form): {sorted(dictated)}")
-    if dictated != similarity.DICTATED:
-        print(f"  similarity.DICTATED is out of date: it lists {sorted(similarity.DICTATED)}")
+    if dictated != copy_pairs.DICTATED:
+        print(f"  copy_pairs.DICTATED is out of date: it lists {sorted(copy_pairs.DICTATED)}")
     copy_cells = copies()
     print("\nbaseline, copydetect on the code as written (share of the original in the paste):")
     for form, shares in baseline(copy_cells).items():

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-import autograder.pipeline.release
+import autograder.steps.release
 from autograder import exercises
 from autograder.cli import main
 from autograder.course import Course
@@ -33,14 +33,14 @@ def test_exercises_command_lists_every_id(project_root):
 def test_release_passes_chapter_ids_and_prints_progress(monkeypatch, capsys):
     calls = []
 
-    def recording(chapters, progress, exchange, **course):
+    def recording(course, chapters, progress, exchange):
         calls.append(chapters)
         assert exchange is None  # no --exchange: notebooks/ and the gradebook only
-        assert course == Course.of(None, None).as_kwargs()
+        assert course == Course.of(None, None)
         progress("[1/1] releasing ch02_attention ...")
         return chapters or []
 
-    monkeypatch.setattr(autograder.pipeline.release, "release", recording)
+    monkeypatch.setattr(autograder.steps.release, "release", recording)
     assert main(["release", "ch02", "ch03_attention_head"]) == 0
     assert main(["release"]) == 0
     assert calls == [["ch02_attention", "ch03_attention_head"], None]
@@ -53,8 +53,8 @@ def test_generate_reports_each_chapter(tmp_path):
     shutil.copytree(ROOT / "solutions" / "ch01_positional_encoding",
                     tmp_path / "solutions" / "ch01_positional_encoding")
     lines = []
-    autograder.pipeline.release.generate(["ch01_positional_encoding"], tmp_path,
-                                         tmp_path / "course", progress=lines.append)
+    autograder.steps.release.generate(Course.of(tmp_path, tmp_path / "course"),
+                                      ["ch01_positional_encoding"], progress=lines.append)
     assert lines[0] == "[1/1] releasing ch01_positional_encoding ..."
     assert re.fullmatch(r"\[1/1\] ch01_positional_encoding: notebooks/ch01_positional_encoding/ "
                         r"written \(\d+\.\d s\)", lines[1])
@@ -62,10 +62,10 @@ def test_generate_reports_each_chapter(tmp_path):
 
 
 def test_release_failure_is_a_message(monkeypatch, capsys):
-    def failing(chapters, progress, **course):
+    def failing(course, chapters, progress, exchange):
         raise ValueError("no source notebook for ch02_attention")
 
-    monkeypatch.setattr(autograder.pipeline.release, "release", failing)
+    monkeypatch.setattr(autograder.steps.release, "release", failing)
     assert main(["release", "ch02"]) == 1
     assert "no source notebook" in capsys.readouterr().err
 

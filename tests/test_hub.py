@@ -50,7 +50,7 @@ from autograder.course import COURSE_ID
 from autograder.demo.sample_class import load_chapter, mutant_source
 from autograder.exercises.checking import SECRET_ENV, SECRET_FILE_ENV
 from autograder.exercises.registry import all_exercises
-from autograder.pipeline.secret import DEVELOPMENT_ENV
+from autograder.grade.secret import DEVELOPMENT_ENV
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, FrameLocator, Locator, Page

@@ -128,7 +128,7 @@ def test_hub_secret(classroom: Classroom, capsys) -> None:
     """`hub secret` makes the class's grading secret once and says where it is and how to grade
     with it; `--rotate` replaces it; the grader accepts the file."""
     from autograder.exercises.checking import SECRET_ENV, SECRET_FILE_ENV
-    from autograder.pipeline.secret import require_grading_secret
+    from autograder.grade.secret import require_grading_secret
 
     assert main(["hub", "secret"]) == 0
     out = capsys.readouterr().out

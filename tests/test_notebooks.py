@@ -24,14 +24,14 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.nbgraderformat import MetadataValidator
 from nbgrader.validator import Validator
 
-from autograder.course import ROOT, course_config
+from autograder.course import ROOT, Course, course_config
 from autograder.exercises.checking import CHECKS_ENV
 from autograder.exercises.registry import all_exercises, get_exercise
 from autograder.notebook import strip_hidden_tests
-from autograder.pipeline.release import chapters_in, generate
-from autograder.pipeline.view import ChapterStates, plan_view, write_view
+from autograder.steps.release import chapters_in, generate
+from autograder.steps.view import ChapterStates, plan_view, write_view
 
-CHAPTERS = chapters_in(ROOT)
+CHAPTERS = chapters_in(Course.of(ROOT))
 TEST_SECRET = "notebook-tests-secret"
 
 # A graded test cell, exactly as every chapter writes it (visible check, then hidden check).
@@ -84,7 +84,7 @@ def course(request, tmp_path_factory) -> dict:
     chapter = request.param
     root = tmp_path_factory.mktemp(chapter)
     shutil.copytree(ROOT / "solutions" / chapter, root / "solutions" / chapter)
-    generate([chapter], root=root, course_dir=root / "course")
+    generate(Course.of(root, root / "course"), [chapter])
     return {"chapter": chapter, "root": root, "course_dir": root / "course"}
 
 

@@ -266,7 +266,7 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     ),
     # A real cluster started with these commands (free ports on 127.0.0.1) grades the sample
     # class with --scheduler.
-    r"^DASK_CONFIG=autograder/pipeline/dask\.yaml dask scheduler$": (
+    r"^DASK_CONFIG=autograder/grade/dask\.yaml dask scheduler$": (
         "tests/pipeline/test_cluster.py::test_the_documented_scheduler_has_the_grading_settings",
         REAL_CLUSTER),
     r"^dask worker tcp://\S+ --nthreads 1 --nworkers \d+$": (REAL_CLUSTER,),

@@ -11,7 +11,7 @@ notebooks and gradebook are never touched:
    untouched work, cheaters and broken files, with the grades they should get;
 3. collect it, autograde it with ``--jobs`` local workers or on the Dask cluster of
    ``--scheduler`` (grading audits every submission, see
-   :mod:`autograder.pipeline.audit`), write feedback pages and the grades CSV. The learners'
+   :mod:`autograder.grade.audit`), write feedback pages and the grades CSV. The learners'
    notebooks run in fast mode (``TRANSFORMER_COURSE_FAST=1``, the tiny settings of the tests;
    workers of a ``--scheduler`` cluster need it in their own environment): the demo shows the
    grading, not the chapters' experiments;
@@ -67,7 +67,7 @@ def demo_course(course_root: Path) -> Course:
 
 def prepare_course(workspace: Path, chapters: Iterable[str], root: Path = ROOT) -> Path:
     """Copy the chapters' sources into ``workspace/course_root`` and release them there."""
-    from autograder.pipeline.release import generate
+    from autograder.steps.release import generate
 
     course = demo_course(workspace / "course_root")
     for chapter in chapters:
@@ -75,7 +75,7 @@ def prepare_course(workspace: Path, chapters: Iterable[str], root: Path = ROOT) 
         if target.exists():
             shutil.rmtree(target)
         shutil.copytree(Course.of(root).source_dir(chapter), target)
-    generate(chapters, root=course.root, course_dir=course.folder)
+    generate(course, chapters)
     return course.root
 
 
@@ -88,24 +88,24 @@ def grade_class(
 
     ``limits`` are the sandbox limits (:class:`autograder.sandbox.launcher.Limits`; default:
     its own); ``jobs`` and ``scheduler`` say where learners are graded (see
-    :func:`autograder.pipeline.grade.autograde`).
+    :func:`autograder.grade.run.autograde`).
     """
-    from autograder.pipeline.collect import collect
-    from autograder.pipeline.feedback import generate_feedback
-    from autograder.pipeline.grade import autograde
-    from autograder.pipeline.gradebook import quiet_gradebook, read_scores
-    from autograder.pipeline.report import export_csv
-    from autograder.pipeline.secret import development_grading
+    from autograder.collect.sources import collect
+    from autograder.grade.gradebook import quiet_gradebook, read_scores
+    from autograder.grade.run import autograde
+    from autograder.grade.secret import development_grading
+    from autograder.steps.feedback import generate_feedback
+    from autograder.steps.report import export_csv
 
     course = demo_course(course_root)
-    where = course.as_kwargs()
-    collect([class_dir], chapters=chapters, **where)
+    collect(course, [class_dir], chapters=chapters)
     # The sample class is no class: the development secret may grade it.
     with quiet_gradebook(), development_grading():
-        summaries = autograde(chapters, jobs=jobs, scheduler=scheduler, limits=limits, **where)
+        summaries = autograde(course, chapters, jobs=jobs, scheduler=scheduler,
+                              limits=limits)
     scores = {(s.student, s.chapter): s for s in read_scores(course.config())}
-    feedback = generate_feedback(chapters, **where).written
-    export_csv(course.grades_csv, **where)
+    feedback = generate_feedback(course, chapters).written
+    export_csv(course, course.grades_csv)
 
     by_key = {(e.learner, e.chapter): e for e in expected}
     rows = []

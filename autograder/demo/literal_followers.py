@@ -10,7 +10,7 @@ exercise from its text: they use the names and calls the text gives and differ o
 leaves a choice (``@`` or ``np.matmul``, an intermediate variable, ``torch.relu`` or
 ``F.relu``). Copy detection must not flag them, against the course's code or each other;
 the exercises where they reach its threshold in normalised form are
-:data:`autograder.pipeline.similarity.DICTATED`, compared as written instead.
+:data:`autograder.copies.detect.DICTATED`, compared as written instead.
 
 Each function or class stands in a learner's cell under the exercise's name
 (:func:`autograder.demo.honest_styles.honest_source`); it calls what the chapter's notebook

@@ -1,7 +1,7 @@
 """Correct answers of the sample class's learners, each written in that learner's own way.
 
 An honest learner does not hand in the course's solution: each writes the exercise in their
-own words, so that copy detection (:mod:`autograder.pipeline.similarity`) has nothing to find
+own words, so that copy detection (:mod:`autograder.copies.detect`) has nothing to find
 between them or against the course's code. :data:`OWN_WORK` maps a learner and an exercise to
 the function of this module that is their answer; :func:`autograder.demo.sample_class.work`
 pastes its source into the learner's notebook under the exercise's name. The functions call

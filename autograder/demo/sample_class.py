@@ -21,8 +21,8 @@ byte-identical files.
 ``expected.csv`` columns: ``learner, chapter, kind, expected_score, max_score,
 expected_flags, description``. ``expected_score`` counts only exercises whose code is really
 correct (a cheat scores 0); ``expected_flags`` lists flag codes that must be raised, separated
-by ``;``; codes starting with ``audit:`` come from :func:`autograder.pipeline.audit.audit_notebook`,
-``copied_reference`` from copy detection (:mod:`autograder.pipeline.similarity`).
+by ``;``; codes starting with ``audit:`` come from :func:`autograder.grade.audit.audit_notebook`,
+``copied_reference`` from copy detection (:mod:`autograder.copies.detect`).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ CHECKS_ENV = "TRANSFORMER_CHECKS"
 SECRET_FILE_ENV = "AUTOGRADER_SECRET_FILE"
 # Used when neither is set, so that the demo, the tests and an instructor's own runs of the
 # solution notebooks work out of the box. Anyone can read it here, so a class is never graded
-# with it (autograder.pipeline.secret refuses to).
+# with it (autograder.grade.secret refuses to).
 DEVELOPMENT_SECRET = "build-the-transformer-development-secret"
 
 FLOAT64_TOLERANCE = (1e-4, 1e-5)

@@ -1,10 +1,10 @@
 """What a piece of the course reaches: the one selection of course modules that the grader's
 allow-lists and the learner's view of a class share.
 
-* The verifier (:mod:`autograder.pipeline.verify`) gives a learner process the modules an
+* The verifier (:mod:`autograder.grade.verify`) gives a learner process the modules an
   exercise allows and everything they import (:func:`closure`), and proves that none of them is
   the module of a reference graded there (:func:`reference_module`).
-* The learner's view (:mod:`autograder.pipeline.view`) holds the modules the released
+* The learner's view (:mod:`autograder.steps.view`) holds the modules the released
   chapters' notebooks use (:func:`notebook_modules`) and everything they import, minus the
   references of chapters that are still open.
 

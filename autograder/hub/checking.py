@@ -1,7 +1,7 @@
 """The class's checking service: the visible checks for learners whose view holds none.
 
 A learner's view of the course in a class holds no checks and no answers of open chapters
-(:mod:`autograder.pipeline.view`), so a test cell's ``check(...)`` asks this service
+(:mod:`autograder.steps.view`), so a test cell's ``check(...)`` asks this service
 (:mod:`autograder.learner.remote_check`). The service listens on a Unix socket that every
 learner's view binds (or on a TCP port, for learners on other machines: Kubernetes, see
 autograder/deploy/); for each connection it forks a child that runs the exercise's visible
@@ -36,7 +36,8 @@ from autograder.exercises.registry import (
     get_exercise,
     grade_function,
 )
-from autograder.sandbox.client import RemoteCallable, SocketPeer, WorkerFailedError
+from autograder.sandbox.client import RemoteCallable, SocketPeer
+from autograder.sandbox.learner_errors import WorkerFailedError
 
 # One request to the learner's kernel, and a whole check, may take this long.
 CALL_TIMEOUT_S = 120.0
@@ -93,7 +94,7 @@ class _Service(socketserver.ForkingMixIn):
     def service_actions(self) -> None:
         super().service_actions()
         if self.course is not None and time.monotonic() - self.refreshed >= REFRESH_S:
-            from autograder.pipeline.view import refresh_view
+            from autograder.steps.view import refresh_view
 
             refresh_view(self.course, self.exchange)
             self.refreshed = time.monotonic()
@@ -144,7 +145,7 @@ def warm_up() -> None:
     def service_actions(self) -> None:
         super().service_actions()
         if self.course is not None and time.monotonic() - self.refreshed >= REFRESH_S:
-            from autograder.pipeline.view import refresh_view
+            from autograder.steps.view import refresh_view
 
             refresh_view(self.course, self.exchange)
             self.refreshed = time.monotonic()

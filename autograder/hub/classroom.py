@@ -8,7 +8,7 @@ checkout unless ``TRANSFORMER_HUB_STATE`` or ``make hub STATE=...`` names anothe
                             ``autograder_secret``, the class's grading secret      root, 0700
     <state>/course/         the gradebook, submitted/, autograded/, feedback/, flags/ and
                             grades.csv of the class                                root, 0700
-    <state>/course/view/    what learners see of the course's code (autograder.pipeline.view)
+    <state>/course/view/    what learners see of the course's code (autograder.steps.view)
     <state>/exchange/       nbgrader's exchange: released chapters, submissions, feedback
                             (nbgrader sets the permissions of what it puts there)
     <state>/checks/socket   the checking service that runs learners' visible checks
@@ -22,7 +22,7 @@ instructor hands each person the password that ``hub add`` or ``hub password`` p
 The grading secret (:meth:`Classroom.ensure_secret`, file mode 0600) draws the inputs of the
 hidden checks. `make hub` creates it on the first start; instructors' servers get its path as
 ``AUTOGRADER_SECRET_FILE`` and learners' views never hold the folder it is in. ``python -m
-autograder hub secret --rotate`` writes a new one (see :mod:`autograder.pipeline.secret`).
+autograder hub secret --rotate`` writes a new one (see :mod:`autograder.grade.secret`).
 
 Each learner's server runs as a system account of its own, ``<prefix><name>`` (prefix
 ``jupyter-`` unless ``TRANSFORMER_HUB_USER_PREFIX`` says otherwise), which

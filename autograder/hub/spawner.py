@@ -6,7 +6,7 @@ A learner's server runs as the learner's own system account (see
 * the system's programs and libraries, read-only (as the grader's sandbox binds them);
 * the course's Python and virtual environment, read-only, and in place of the repository's
   ``autograder`` and ``transformer_ref`` the class's *view* of them
-  (:mod:`autograder.pipeline.view`): what the released chapters import, without the answers
+  (:mod:`autograder.steps.view`): what the released chapters import, without the answers
   of the chapters still open, and without the checks, which the class's checking service
   runs (:mod:`autograder.hub.checking`, whose socket is bound too);
 * the learner's own home folder and the nbgrader exchange, writable as file permissions allow;
@@ -37,16 +37,16 @@ from jupyterhub.spawner import LocalProcessSpawner
 from autograder.course import ROOT
 from autograder.exercises.checking import CHECKS_ENV, SECRET_FILE_ENV
 from autograder.hub.classroom import COURSE_ROOT_ENV, Classroom
-from autograder.pipeline.view import refresh_view, view_folder
 from autograder.sandbox.launcher import (
     ETC_FILES,
     PRIVATE_TMP,
     SYSTEM_DIRS,
     TMP_MB,
-    _parents,
-    _python_paths,
     bwrap_path,
+    parents_of,
+    python_paths,
 )
+from autograder.steps.view import refresh_view, view_folder
 
 LAYERS = ROOT / "autograder" / "learner" / "jupyter"
 # The folder with solutions/ and notebooks/ that instructors' servers serve and grade from.
@@ -75,7 +75,7 @@ def learner_view(classroom: Classroom, name: str, uid: int, gid: int) -> list[st
     home = str(classroom.home(name))
     exchange = str(classroom.exchange)
     view = view_folder(classroom.course)
-    code = _python_paths()
+    code = python_paths()
     checks = str(classroom.checks_socket.parent)
     args = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc",
             "--proc", "/proc", "--dev", "/dev"]
@@ -92,7 +92,7 @@ def learner_view(classroom: Classroom, name: str, uid: int, gid: int) -> list[st
     # bubblewrap creates missing parent folders private to root; the learner must pass them.
     # (The state folder may lie inside one of the private folders above, as in the tests.)
     packages = [str(ROOT / package) for package in COURSE_PACKAGES]
-    for parent in _parents([*code, *packages, home, exchange, checks]):
+    for parent in parents_of([*code, *packages, home, exchange, checks]):
         if parent not in PRIVATE_TMP:
             args += ["--perms", "0755", "--dir", parent]
     for path in code:

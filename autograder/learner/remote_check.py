@@ -1,7 +1,7 @@
 """A learner's kernel in a class asks the class's checking service for a visible check.
 
 In a class, a learner's view of the course holds neither the checks nor the answers of the
-chapters that are still open (see :mod:`autograder.pipeline.view`). The test cells still call
+chapters that are still open (see :mod:`autograder.steps.view`). The test cells still call
 ``check("ch02.softmax", softmax)``; :func:`autograder.exercises.registry.check` then comes
 here when ``TRANSFORMER_CHECKS`` names the service: its socket's path, or ``tcp://HOST:PORT``.
 This kernel connects, says which exercise it wants checked, and then answers the service's

@@ -511,7 +511,7 @@ def runner_env() -> dict[str, str]:
     return env
 
 
-def _python_paths() -> list[str]:
+def python_paths() -> list[str]:
     """The folders of this Python and its virtual environment (bound read-only), wherever
     they are (``/tmp`` included): each where it really is, and also where this Python names
     it (through a link), since the sandbox starts ``sys.executable`` by that name."""
@@ -549,9 +549,9 @@ def _bwrap_base(bwrap: str, root: bool, job: Path) -> list[str]:
     for name, text in (("passwd", "root:x:0:0::/:/bin/sh\n"), ("group", "root:x:0:\n")):
         (job / f"etc-{name}").write_text(text)
         args += ["--ro-bind", str(job / f"etc-{name}"), f"/etc/{name}"]
-    bound = _python_paths()
+    bound = python_paths()
     # bubblewrap makes missing parent folders private to root; the run's user must pass them.
-    parents = _parents([*bound, *PRIVATE_TMP, WORK, SANDBOX, COURSE, SUBMISSION, RESULT])
+    parents = parents_of([*bound, *PRIVATE_TMP, WORK, SANDBOX, COURSE, SUBMISSION, RESULT])
     for parent in parents:
         if not _in_private_tmp(parent):
             args += ["--perms", "0755", "--dir", parent]
@@ -567,7 +567,7 @@ def _in_private_tmp(path: str) -> bool:
 
 
 def _python_binds(bound: list[str], parents: list[str]) -> list[str]:
-    """bubblewrap arguments that bind the folders ``bound`` (:func:`_python_paths`)
+    """bubblewrap arguments that bind the folders ``bound`` (:func:`python_paths`)
     read-only, after the private temporary folders are mounted: the ``parents`` inside
     those folders first, then the folders, then an empty folder over each installed copy of
     the course's packages in them."""
@@ -582,7 +582,7 @@ def _python_binds(bound: list[str], parents: list[str]) -> list[str]:
     return args
 
 
-def _parents(paths: list[str]) -> list[str]:
+def parents_of(paths: list[str]) -> list[str]:
     """The folders above ``paths`` that the sandbox has to create, outermost first."""
     system = {p for p in SYSTEM_DIRS if os.path.lexists(p)}
     found = set()

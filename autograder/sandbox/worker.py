@@ -21,7 +21,7 @@ Modes:
 
 The spec is a JSON file the grader wrote; learner code can read it, and nothing in it is
 secret (the kernel's own secret is derived from the grader's, see
-:func:`autograder.pipeline.grade.kernel_secret`).
+:func:`autograder.grade.learner.kernel_secret`).
 """
 
 from __future__ import annotations

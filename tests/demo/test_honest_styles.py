@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from autograder import grade_function
+from autograder.copies.pairs import DICTATED
 from autograder.demo.honest_styles import HONEST, Honest, honest_source
 from autograder.exercises.registry import get_exercise
-from autograder.pipeline.similarity import DICTATED
 
 
 def graded(entry: Honest) -> Any:

@@ -20,7 +20,7 @@ from autograder.demo.sample_class import (
     read_expected,
 )
 from autograder.exercises.registry import all_exercises
-from autograder.pipeline.audit import audit_notebook
+from autograder.grade.audit import audit_notebook
 
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 

@@ -15,7 +15,7 @@ import pytest
 
 from autograder.course import Course
 from autograder.exercises.registry import CHAPTERS, Exercise, all_exercises, get_exercise
-from autograder.pipeline.verify import (
+from autograder.grade.verify import (
     allowed_modules,
     course_folder,
     learner_cells,

@@ -23,7 +23,7 @@ from hidden_only import hidden_only_failure
 
 from autograder import exercises, grade_function
 from autograder.exercises.registry import CheckResult, get_exercise
-from autograder.pipeline.verify import closure
+from autograder.grade.verify import closure
 
 EXERCISES_DIR = Path(get_exercise("ch02.softmax").check.__code__.co_filename).parents[1]
 # Where a context is made and its mode turned into a seed: the only places that may read it.

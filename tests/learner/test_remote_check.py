@@ -16,7 +16,7 @@ from autograder.demo.mutants import all_mutants
 from autograder.exercises.checking import CHECKS_ENV
 from autograder.exercises.registry import all_exercises
 from autograder.learner.remote_check import CheckingServiceError, remote_check
-from autograder.pipeline.view import ChapterStates, plan_view, write_view
+from autograder.steps.view import ChapterStates, plan_view, write_view
 
 MUTANTS = all_mutants()
 

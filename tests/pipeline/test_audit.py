@@ -8,13 +8,13 @@ import nbformat
 import pytest
 
 from autograder.cli import main as cli_main
-from autograder.course import ROOT
+from autograder.course import ROOT, Course
 from autograder.demo.sample_class import ALTERNATIVES, mutant_source
-from autograder.pipeline import audit
-from autograder.pipeline.audit import Finding, audit_file, audit_notebook
-from autograder.pipeline.release import chapters_in
+from autograder.grade import audit
+from autograder.grade.audit import Finding, audit_file, audit_notebook
+from autograder.steps.release import chapters_in
 
-CHAPTERS = chapters_in(ROOT)
+CHAPTERS = chapters_in(Course.of(ROOT))
 
 # (snippet, line of the finding, expected code). Each snippet sits after a first line that
 # imports what it needs, so the line numbers also prove that findings point at the right line.

@@ -25,11 +25,11 @@ import pytest
 from test_bad_submissions import LIMIT_ARGS, answered, sha256_tree, slim
 
 from autograder.cli import main
-from autograder.course import ROOT
+from autograder.collect.folders import MAX_NOTEBOOK_BYTES
+from autograder.copies.pairs import CODES as COPY_FLAGS
+from autograder.course import ROOT, Course
 from autograder.flags import read_flags
-from autograder.pipeline.collect import MAX_NOTEBOOK_BYTES
-from autograder.pipeline.release import generate
-from autograder.pipeline.similarity import CODES as COPY_FLAGS
+from autograder.steps.release import generate
 
 CH = "ch02_attention"
 FULL, MAX = 7, 11  # the autograded points of ch02, and all its points (written answers too)
@@ -168,7 +168,7 @@ def graded(tmp_path_factory) -> dict:
     base = tmp_path_factory.mktemp("bad-notebooks")
     root, course, inbox = base / "root", base / "root" / "course", base / "inbox"
     shutil.copytree(ROOT / "solutions" / CH, root / "solutions" / CH)
-    generate([CH], root=root, course_dir=course)
+    generate(Course.of(root, course), [CH])
     notebooks = build_class(root)
     archive = base / "lms.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:

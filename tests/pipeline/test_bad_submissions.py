@@ -21,15 +21,15 @@ import nbformat
 import pytest
 
 from autograder.cli import main
-from autograder.course import ROOT
+from autograder.copies.pairs import CODES as COPY_FLAGS
+from autograder.course import ROOT, Course
 from autograder.flags import read_flags
+from autograder.grade.gradebook import read_scores
+from autograder.grade.run import autograde
 from autograder.notebook import graded_test_cells
-from autograder.pipeline.grade import autograde
-from autograder.pipeline.gradebook import read_scores
-from autograder.pipeline.release import generate
-from autograder.pipeline.report import export_csv
-from autograder.pipeline.similarity import CODES as COPY_FLAGS
 from autograder.sandbox.launcher import Limits
+from autograder.steps.release import generate
+from autograder.steps.report import export_csv
 
 CH = "ch02_attention"
 AUTO_POINTS = 7  # the autograded points of ch02 (2 + 1 + 1 + 3)
@@ -192,7 +192,7 @@ def graded(tmp_path_factory) -> dict:
     base = tmp_path_factory.mktemp("class")
     root, course, inbox = base / "root", base / "root" / "course", base / "inbox"
     shutil.copytree(ROOT / "solutions" / CH, root / "solutions" / CH)
-    generate([CH], root=root, course_dir=course)
+    generate(Course.of(root, course), [CH])
     outside = base / "outside.txt"
     members = build_class(root, inbox, outside)
     archive = base / "lms.zip"
@@ -350,6 +350,5 @@ def test_rerun_is_idempotent_and_serial_equals_parallel(graded, tmp_path):
 
 def test_library_call_rejects_bad_jobs(graded):
     with pytest.raises(ValueError, match="jobs must be a positive integer"):
-        autograde([CH], root=graded["root"], course_dir=graded["course"], jobs=0,
-                  limits=LIMITS)
-    assert export_csv(root=graded["root"], course_dir=graded["course"]).encode() == graded["csv"]
+        autograde(Course.of(graded["root"], graded["course"]), [CH], jobs=0, limits=LIMITS)
+    assert export_csv(Course.of(graded["root"], graded["course"])).encode() == graded["csv"]

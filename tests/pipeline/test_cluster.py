@@ -25,22 +25,22 @@ from distributed import Client, KilledWorker, LocalCluster, get_worker
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from autograder.cli import main
+from autograder.collect.sources import collect
 from autograder.course import ROOT, Course
 from autograder.demo.demo import prepare_course
 from autograder.demo.sample_class import NUMPY_CHAPTERS, build_class
-from autograder.pipeline import cluster, workers
-from autograder.pipeline.cluster import (
+from autograder.grade import cluster, workers
+from autograder.grade.cluster import (
     grading_client,
     grading_settings,
     in_order,
     scheduler_problems,
     submit_root,
 )
-from autograder.pipeline.collect import collect
-from autograder.pipeline.grade import _finished, autograde
-from autograder.pipeline.gradebook import read_scores
-from autograder.pipeline.report import export_csv
-from autograder.pipeline.workers import check_workers, on_one_thread, versions
+from autograder.grade.gradebook import read_scores
+from autograder.grade.run import _finished, autograde
+from autograder.grade.workers import check_workers, on_one_thread, versions
+from autograder.steps.report import export_csv
 
 # Honest work in both chapters, a cheat, honest work beside a cheat, a broken file beside
 # honest work, and an empty file: every way a grade is made. The two NumPy chapters of the
@@ -66,9 +66,9 @@ def grade(sample: dict, name: str, **where) -> dict:
     """Collect the class into course folder ``name``, grade it (``where``: ``jobs`` or
     ``scheduler``), export the CSV; return the CSV and the gradebook's scores."""
     course = Course.of(sample["root"], sample["root"] / name)
-    collect([sample["class"]], chapters=list(CHAPTERS_HERE), **course.as_kwargs())
-    summaries = autograde(list(CHAPTERS_HERE), **where, **course.as_kwargs())
-    return {"course": course, "summaries": summaries, "csv": export_csv(**course.as_kwargs()),
+    collect(course, [sample["class"]], chapters=list(CHAPTERS_HERE))
+    summaries = autograde(course, list(CHAPTERS_HERE), **where)
+    return {"course": course, "summaries": summaries, "csv": export_csv(course),
             "scores": read_scores(course.config())}
 
 
@@ -155,12 +155,12 @@ def test_a_real_cluster_grades_the_class_as_the_local_one(sample, undisturbed, d
         assert len(pids) == 2
         assert client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.allowed_failures) == 0
         course = Course.of(sample["root"], sample["root"] / "course-scheduler")
-        collect([sample["class"]], chapters=list(CHAPTERS_HERE), **course.as_kwargs())
+        collect(course, [sample["class"]], chapters=list(CHAPTERS_HERE))
         where = ["--root", str(course.root), "--course-dir", str(course.folder)]
         assert main(["autograde", "all", "--scheduler", dask_cluster, *where]) == 0
         table = capsys.readouterr().out
         assert f"{len(undisturbed['summaries'])} submission(s) graded" in table
-        assert export_csv(**course.as_kwargs()) == undisturbed["csv"]
+        assert export_csv(course) == undisturbed["csv"]
         assert read_scores(course.config()) == undisturbed["scores"]
         # The same two processes graded every learner, and they keep what they imported.
         assert client.run(os.getpid) == pids
@@ -187,7 +187,7 @@ def test_the_demo_grades_on_a_real_cluster(dask_cluster, tmp_path):
 
 
 def test_the_documented_scheduler_has_the_grading_settings(tmp_path):
-    """`DASK_CONFIG=autograder/pipeline/dask.yaml dask scheduler`, as docs/instructors.md starts
+    """`DASK_CONFIG=autograder/grade/dask.yaml dask scheduler`, as docs/instructors.md starts
     a cluster of one's own: the settings of `--jobs`, so the grader has nothing to warn of."""
     scheduler_file, log = tmp_path / "scheduler.json", tmp_path / "scheduler.log"
     process = start([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", "0",

@@ -18,15 +18,11 @@ from pathlib import Path
 import pytest
 
 from autograder.cli import main
-from autograder.course import COURSE_ID
+from autograder.collect.links import LinkName, hard_link_verdict
+from autograder.collect.names import check_name, student_id
+from autograder.collect.sources import collect
+from autograder.course import COURSE_ID, Course
 from autograder.flags import read_flags
-from autograder.pipeline.collect import (
-    LinkName,
-    check_name,
-    collect,
-    hard_link_verdict,
-    student_id,
-)
 
 CH = "ch02_attention"
 
@@ -80,7 +76,7 @@ def test_folder_layouts_are_collected_and_originals_untouched(tmp_path, course):
     write(source / "carol" / "ch03_attention_head.ipynb", notebook_bytes("carol"))
     before = tree_hashes(source)
 
-    report = collect([source], root=tmp_path, course_dir=course)
+    report = collect(Course.of(tmp_path, course), [source])
 
     assert tree_hashes(source) == before
     assert sorted(report.collected) == [("alice", CH), ("bob", CH),
@@ -97,9 +93,9 @@ def test_folder_layouts_are_collected_and_originals_untouched(tmp_path, course):
 def test_collecting_twice_changes_nothing(tmp_path, course):
     source = tmp_path / "inbox"
     write(source / "alice" / f"{CH}.ipynb", notebook_bytes("a"), mtime=1_700_000_000)
-    collect([source], root=tmp_path, course_dir=course)
+    collect(Course.of(tmp_path, course), [source])
     first = tree_hashes(course)
-    collect([source], root=tmp_path, course_dir=course)
+    collect(Course.of(tmp_path, course), [source])
     assert tree_hashes(course) == first
 
 
@@ -107,7 +103,7 @@ def test_duplicates_keep_the_newest_and_are_flagged(tmp_path, course):
     source = tmp_path / "inbox"
     write(source / "alice" / CH / f"{CH}.ipynb", notebook_bytes("old"), mtime=1_600_000_000)
     write(source / "alice" / f"{CH}.ipynb", notebook_bytes("new"), mtime=1_700_000_000)
-    report = collect([source], root=tmp_path, course_dir=course)
+    report = collect(Course.of(tmp_path, course), [source])
     assert submitted(course, "alice") == notebook_bytes("new")
     flags = read_flags(course, "alice", CH)
     assert [f.code for f in flags] == ["duplicate_submission"]
@@ -128,7 +124,7 @@ def test_unsafe_and_undecodable_names_are_refused(tmp_path, course):
         handle.write(notebook_bytes("x"))
     before = tree_hashes(source)
 
-    report = collect([source], root=tmp_path, course_dir=course)
+    report = collect(Course.of(tmp_path, course), [source])
 
     assert tree_hashes(source) == before
     assert report.collected == [("good", CH)]
@@ -172,7 +168,7 @@ def test_lms_zip(tmp_path, course):
     archive.write_bytes(archive.read_bytes().replace(b"XX_ch02", b"\xe9\xe9_ch02"))
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()
 
-    report = collect([archive], root=tmp_path, course_dir=course)
+    report = collect(Course.of(tmp_path, course), [archive])
 
     assert hashlib.sha256(archive.read_bytes()).hexdigest() == digest
     assert sorted(report.collected) == [("alice", CH), ("bob_smith", CH)]
@@ -273,7 +269,7 @@ def test_links_special_files_and_notebook_folders_are_refused_one_by_one(tmp_pat
         handle.truncate(60 * 2**20)
     before = tree_hashes(tmp_path / "solutions")
 
-    report = collect([source], root=tmp_path, course_dir=course)
+    report = collect(Course.of(tmp_path, course), [source])
 
     assert sorted(report.collected) == [("flat", CH), ("honest", CH)]
     assert sorted(p.name for p in (course / "submitted").iterdir()) == ["flat", "honest"]
@@ -298,7 +294,7 @@ def test_student_ids_are_case_folded_and_nfc_and_collisions_refused(tmp_path, co
     write(source / "casey" / CH / f"{CH}.ipynb", notebook_bytes("casey"))
     write(source / "Dana" / f"{CH}.ipynb", notebook_bytes("dana"))
 
-    report = collect([source], root=tmp_path, course_dir=course)
+    report = collect(Course.of(tmp_path, course), [source])
 
     assert sorted(report.collected) == [("chloë", CH), ("dana", CH)]
     assert submitted(course, "chloë") == notebook_bytes("chloe")
@@ -374,7 +370,7 @@ def test_a_bad_zip_member_is_refused_and_the_rest_collected(tmp_path, course, ed
               (f"good_{CH}.ipynb", notebook_bytes("good"))], archive, edit)
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()
 
-    report = collect([archive], root=tmp_path, course_dir=course)
+    report = collect(Course.of(tmp_path, course), [archive])
 
     assert report.collected == [("good", CH)]
     assert expected in refused_for(report, f"lms.zip:bad_{CH}.ipynb")
@@ -393,7 +389,7 @@ def test_zip_bombs_links_and_notebook_folders_in_a_zip_are_refused(tmp_path, cou
         zf.writestr(f"good_{CH}.ipynb", notebook_bytes("good"))
     assert archive.stat().st_size < 2**20
 
-    report = collect([archive], root=tmp_path, course_dir=course)
+    report = collect(Course.of(tmp_path, course), [archive])
 
     assert report.collected == [("good", CH)]
     assert "60.0 MB uncompressed" in refused_for(report, f"bomb_{CH}.ipynb")
@@ -424,8 +420,7 @@ def test_exchange_refuses_links_pipes_and_odd_folders_and_keeps_the_rest(tmp_pat
           notebook_bytes("x"))
     before = tree_hashes(tmp_path)
 
-    report = collect(exchange=tmp_path / "exchange", chapters=[CH], root=tmp_path,
-                     course_dir=course)
+    report = collect(Course.of(tmp_path, course), exchange=tmp_path / "exchange", chapters=[CH])
 
     assert report.collected == [("honest", CH)]
     assert report.taken[0].timestamp.isoformat() == "2024-05-01T08:00:00+00:00"
@@ -442,7 +437,7 @@ def test_exchange_refuses_links_pipes_and_odd_folders_and_keeps_the_rest(tmp_pat
     after = tree_hashes(tmp_path)
     assert {k: v for k, v in after.items() if not k.startswith("course")} == before
     with pytest.raises(FileNotFoundError, match="Exchange.root"):
-        collect(exchange=tmp_path / "nowhere", root=tmp_path, course_dir=course)
+        collect(Course.of(tmp_path, course), exchange=tmp_path / "nowhere")
 
 
 def test_collecting_again_reports_unchanged_and_keeps_newer_work(tmp_path, course, capsys):
@@ -457,7 +452,7 @@ def test_collecting_again_reports_unchanged_and_keeps_newer_work(tmp_path, cours
     assert " unchanged " in capsys.readouterr().out and tree_hashes(course) == first
     # An older copy arriving later never replaces newer collected work.
     write(tmp_path / "old" / "alice" / f"{CH}.ipynb", notebook_bytes("old"), mtime=1_600_000_000)
-    report = collect([tmp_path / "old"], root=tmp_path, course_dir=course)
+    report = collect(Course.of(tmp_path, course), [tmp_path / "old"])
     assert report.taken[0].status == "kept" and submitted(course, "alice") == notebook_bytes("new")
     assert [f.code for f in read_flags(course, "alice", CH)] == ["older_than_collected"]
 
@@ -481,7 +476,7 @@ def test_a_decomposed_member_name_is_the_learner_it_spells(tmp_path, course, edi
     zip_with([(f"chloe\u0308_{CH}.ipynb", notebook_bytes("chloe")),
               (f"good_{CH}.ipynb", notebook_bytes("good"))], archive, edit)
 
-    report = collect([archive], root=tmp_path, course_dir=course)
+    report = collect(Course.of(tmp_path, course), [archive])
 
     assert sorted(report.collected) == [("chloë", CH), ("good", CH)]
     assert submitted(course, "chloë") == notebook_bytes("chloe")
@@ -500,7 +495,7 @@ def test_a_member_name_marked_utf8_that_is_not_refuses_that_member_only(tmp_path
     with pytest.raises(UnicodeDecodeError):  # Python alone gives up on the whole zip
         zipfile.ZipFile(archive)
 
-    report = collect([archive], root=tmp_path, course_dir=course)
+    report = collect(Course.of(tmp_path, course), [archive])
 
     assert report.collected == [("good", CH)]
     assert "not valid UTF-8" in refused_for(report, "lms.zip:member 0")
@@ -524,13 +519,13 @@ def test_a_truncated_zip_is_refused_and_the_other_sources_collected(tmp_path, co
 
 def test_an_entry_that_cannot_be_read_is_refused_and_the_rest_collected(tmp_path, course,
                                                                         monkeypatch):
-    from autograder.pipeline import collect as module
+    from autograder.collect import sources as module
 
     source = tmp_path / "inbox"
     write(source / "locked" / CH / f"{CH}.ipynb", notebook_bytes("locked"))
     write(source / "open" / CH / f"{CH}.ipynb", notebook_bytes("open"))
     locked = (source / "locked" / CH).stat()
-    listed = module._entries
+    listed = module.sorted_entries
 
     def entries(folder: int) -> list:
         # What the system answers for a folder the collector may not list (as root, chmod
@@ -540,8 +535,8 @@ def test_an_entry_that_cannot_be_read_is_refused_and_the_rest_collected(tmp_path
             raise PermissionError(13, "Permission denied")
         return listed(folder)
 
-    monkeypatch.setattr(module, "_entries", entries)
-    report = collect([source], root=tmp_path, course_dir=course)
+    monkeypatch.setattr(module, "sorted_entries", entries)
+    report = collect(Course.of(tmp_path, course), [source])
 
     assert report.collected == [("open", CH)]
     assert "cannot be read (Permission denied); give the collector read access" in refused_for(
@@ -631,8 +626,8 @@ def test_every_entry_of_every_source_is_collected_refused_or_ignored(tmp_path, c
     assert main(["collect", str(inbox), str(archive), "--exchange", str(exchange), "--chapter",
                  CH, "--root", str(tmp_path), "--course-dir", str(course)]) == 0
     out = capsys.readouterr().out
-    report = collect([inbox, archive], exchange=exchange, chapters=[CH], root=tmp_path,
-                     course_dir=course)
+    report = collect(Course.of(tmp_path, course), [inbox, archive], exchange=exchange,
+                     chapters=[CH])
 
     accounted = outcomes(report)
     assert unaccounted(inbox, accounted) == []
@@ -710,7 +705,7 @@ def test_learners_sharing_one_file_in_an_inbox_of_one_account_are_flagged(tmp_pa
     (source / "bob").mkdir()
     os.link(source / "alice" / CH / f"{CH}.ipynb", source / "bob" / f"{CH}.ipynb")
 
-    report = collect([source], root=tmp_path, course_dir=course)
+    report = collect(Course.of(tmp_path, course), [source])
 
     assert sorted(report.collected) == [("alice", CH), ("bob", CH)] and not report.refused
     for student, other in (("alice", "bob"), ("bob", "alice")):
@@ -732,7 +727,7 @@ def test_a_peer_who_hard_links_a_learners_file_cannot_take_it(tmp_path, course):
         os.chown(path, ALICE_UID, ALICE_UID)
     os.chown(source / "mallory", MALLORY_UID, MALLORY_UID)
 
-    report = collect([source], root=tmp_path, course_dir=course)
+    report = collect(Course.of(tmp_path, course), [source])
 
     assert report.collected == [("alice", CH)]
     assert submitted(course, "alice") == notebook_bytes("alice")

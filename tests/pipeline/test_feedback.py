@@ -11,8 +11,8 @@ import matplotlib
 import nbformat
 import pytest
 
-from autograder.course import course_config
-from autograder.pipeline.feedback import FeedbackExporter, sanitise_page
+from autograder.course import Course, course_config
+from autograder.steps.feedback import FeedbackExporter, sanitise_page
 
 matplotlib.use("Agg")
 
@@ -110,7 +110,7 @@ def test_exported_page_keeps_plots_tables_and_code_but_nothing_hostile():
 def test_nbgraders_feedback_uses_the_sanitising_exporter(tmp_path):
     config = course_config(tmp_path, tmp_path / "course")
     assert config.GenerateFeedback.exporter_class == (
-        "autograder.pipeline.feedback.FeedbackExporter")
+        "autograder.steps.feedback.FeedbackExporter")
     from nbgrader.converters import GenerateFeedback
     from nbgrader.coursedir import CourseDirectory
 
@@ -147,9 +147,8 @@ def test_feedback_is_released_to_the_exchange(tmp_path):
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.utils import notebook_hash
 
-    from autograder.course import COURSE_ID, Course
-    from autograder.pipeline.collect import SECRET_FILE, TIMESTAMP_FILE
-    from autograder.pipeline.exchange import release_feedback
+    from autograder.course import COURSE_ID, SECRET_FILE, TIMESTAMP_FILE
+    from autograder.steps.exchange import release_feedback
 
     chapter = "ch02_attention"
     course = Course.of(tmp_path, tmp_path / "course")
@@ -162,7 +161,7 @@ def test_feedback_is_released_to_the_exchange(tmp_path):
             (folder / SECRET_FILE).write_text(secret)
     exchange = tmp_path / "exchange"
     exchange.mkdir()
-    released = release_feedback([chapter], exchange, **course.as_kwargs())
+    released = release_feedback(course, [chapter], exchange)
     assert released == [("alice", chapter)]
     name = notebook_hash(secret="a" * 128, notebook_id=chapter)
     page = exchange / COURSE_ID / "feedback" / f"{name}.html"

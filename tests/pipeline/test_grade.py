@@ -15,11 +15,10 @@ from nbgrader.utils import determine_grade
 from autograder.cli import main
 from autograder.course import ROOT, Course, course_config
 from autograder.flags import Flag, read_flags, write_flags
-from autograder.notebook import exercise_ids, graded_test_cells
-from autograder.pipeline.grade import (
+from autograder.grade.gradebook import read_scores
+from autograder.grade.learner import (
     MAX_SUBMISSION_BYTES,
     Outcome,
-    _store,
     _wrong_chapter,
     drop_unknown_grade_ids,
     grade_safely,
@@ -29,11 +28,12 @@ from autograder.pipeline.grade import (
     strip_for_learners,
     with_hidden_tests,
 )
-from autograder.pipeline.gradebook import read_scores
-from autograder.pipeline.release import generate
-from autograder.pipeline.report import export_csv, summary_table
-from autograder.pipeline.workers import versions
+from autograder.grade.store import store_outcome
+from autograder.grade.workers import versions
+from autograder.notebook import exercise_ids, graded_test_cells
 from autograder.sandbox.launcher import Limits
+from autograder.steps.release import generate
+from autograder.steps.report import export_csv, summary_table
 
 CH = "ch02_attention"
 SOURCE = ROOT / "solutions" / CH / f"{CH}.ipynb"
@@ -47,7 +47,7 @@ def course(tmp_path_factory) -> dict:
     """A released ch02 in a temporary course (no kernel runs in this file)."""
     root = tmp_path_factory.mktemp("course")
     shutil.copytree(ROOT / "solutions" / CH, root / "solutions" / CH)
-    generate([CH], root=root, course_dir=root / "course")
+    generate(Course.of(root, root / "course"), [CH])
     return {"root": root, "course_dir": root / "course"}
 
 
@@ -150,8 +150,8 @@ def test_store_writes_gradebook_and_csv_idempotently(course):
         (course_dir / "submitted" / outcome.student / CH).mkdir(parents=True, exist_ok=True)
     csvs = []
     for _ in range(2):
-        rows = [_store(o, config, Course.of(root, course_dir)) for o in outcomes]
-        csvs.append(export_csv(root=root, course_dir=course_dir))
+        rows = [store_outcome(Course.of(root, course_dir), o) for o in outcomes]
+        csvs.append(export_csv(Course.of(root, course_dir)))
     assert csvs[0] == csvs[1]
     lines = csvs[0].splitlines()
     assert lines[0] == ("student,chapter,score,max_score,auto_score,auto_max,manual_score,"
@@ -194,7 +194,7 @@ def test_a_submission_travels_with_its_files_and_without_links(course, tmp_path)
 
 
 def test_a_submission_too_large_is_not_sent_and_scores_zero(course, monkeypatch):
-    import autograder.pipeline.grade as grade
+    import autograder.grade.learner as grade
 
     where = submitted(course, "dave", {f"{CH}.ipynb": RELEASE.read_bytes(),
                                        "big.bin": bytes(MAX_SUBMISSION_BYTES // 64)})
@@ -204,7 +204,7 @@ def test_a_submission_too_large_is_not_sent_and_scores_zero(course, monkeypatch)
     assert submission.files == {} and submission.refused.code == "submission_too_large"
     outcome = grade_safely(submission)
     assert outcome.notebook is None and outcome.flags == [submission.refused]
-    summary = _store(outcome, course_config(course["root"], course["course_dir"]), where)
+    summary = store_outcome(where, outcome)
     assert summary.score == 0 and summary.max_score == 7
     assert "more than the 1 MiB" in read_flags(course["course_dir"], "dave", CH)[0].reason
 
@@ -219,7 +219,7 @@ def test_an_error_while_grading_fails_only_its_learner(course, tmp_path):
     assert outcome.notebook is None
     assert [f.code for f in outcome.flags] == ["grading_error"]
     assert "FileNotFoundError" in outcome.flags[0].reason
-    summary = _store(outcome, course_config(course["root"], course["course_dir"]), where)
+    summary = store_outcome(where, outcome)
     assert (summary.score, summary.max_score) == (0, 7)
     nb = nbformat.read(where.notebook("autograded", "alice", CH), as_version=4)
     assert all(determine_grade(c)[0] == 0 for c in graded_test_cells(nb))

@@ -24,15 +24,16 @@ import pytest
 from distributed import Client, LocalCluster
 
 from autograder.cli import main
-from autograder.course import ROOT, course_config
+from autograder.course import ROOT, Course, course_config
 from autograder.flags import Flag
-from autograder.pipeline import grade
-from autograder.pipeline.grade import grade_safely
-from autograder.pipeline.gradebook import read_scores
-from autograder.pipeline.release import generate
-from autograder.pipeline.workers import check_sandboxes
+from autograder.grade import learner as grade
+from autograder.grade import run
+from autograder.grade.gradebook import read_scores
+from autograder.grade.learner import grade_safely
+from autograder.grade.workers import check_sandboxes
 from autograder.sandbox import launcher
 from autograder.sandbox.launcher import GraderFaultError, Limits
+from autograder.steps.release import generate
 
 CH = "ch02_attention"
 STUDENTS = ("alice", "bob")
@@ -47,7 +48,7 @@ def break_the_sandbox() -> None:
     """Bind none of the Python's folders into sandboxes started from this process."""
     from autograder.sandbox import launcher
 
-    launcher._python_paths = lambda: []
+    launcher.python_paths = lambda: []
 
 
 def grade_with_a_sandbox_that_broke(submission):
@@ -62,14 +63,14 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 @pytest.fixture
 def broken(monkeypatch):
-    monkeypatch.setattr(launcher, "_python_paths", lambda: [])
+    monkeypatch.setattr(launcher, "python_paths", lambda: [])
 
 
 @pytest.fixture(scope="module")
 def released(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("released")
     shutil.copytree(ROOT / "solutions" / CH, root / "solutions" / CH)
-    generate([CH], root=root, course_dir=root / "course")
+    generate(Course.of(root, root / "course"), [CH])
     return root
 
 
@@ -108,7 +109,7 @@ def test_a_sandbox_that_cannot_start_stops_autograde_before_anyone(course, broke
 
 
 def test_a_sandbox_that_breaks_during_the_run_stops_it(course, monkeypatch, capsys):
-    monkeypatch.setattr(grade, "grade_safely", grade_with_a_sandbox_that_broke)
+    monkeypatch.setattr(run, "grade_safely", grade_with_a_sandbox_that_broke)
     status, err = autograde(*course, capsys)
     assert status == 1
     assert "grading stopped at alice/ch02_attention: the grader cannot grade" in err
@@ -120,7 +121,7 @@ def test_a_learners_own_failure_stays_the_learners_when_the_sandbox_works(monkey
     died = Flag("execution_failed", None, "the kernel died while running cell 3")
     outcome = grade.Outcome("alice", CH, None, [died])
     assert grade._blame(outcome, Limits()) is outcome
-    monkeypatch.setattr(launcher, "_python_paths", lambda: [])
+    monkeypatch.setattr(launcher, "python_paths", lambda: [])
     blamed = grade._blame(outcome, Limits())
     assert blamed.fault and CAUSE in blamed.fault and blamed.flags == []
 
@@ -143,7 +144,7 @@ def test_the_demo_stops_before_it_starts(broken, tmp_path, capsys):
 # Plain nbgrader, in a process of its own whose sandbox is broken from the start, or breaks
 # when the first learner is graded.
 BROKEN_FROM_THE_START = "from test_grader_fault import break_the_sandbox; break_the_sandbox()"
-BROKEN_LATER = ("import autograder.pipeline.grade as grade\n"
+BROKEN_LATER = ("import autograder.grade.learner as grade\n"
                 "from test_grader_fault import grade_with_a_sandbox_that_broke\n"
                 "grade.grade_safely = grade_with_a_sandbox_that_broke")
 NBGRADER = "{setup}\nfrom nbgrader.apps.nbgraderapp import main\nmain()"

@@ -34,12 +34,12 @@ import nbformat
 import pytest
 
 from autograder.cli import main
-from autograder.course import COURSE_ID, ROOT, course_config
+from autograder.copies.pairs import CODES as COPY_FLAGS
+from autograder.course import COURSE_ID, ROOT, Course, course_config
 from autograder.flags import read_flags
+from autograder.grade.gradebook import read_scores
 from autograder.notebook import stable_cell_ids
-from autograder.pipeline.gradebook import read_scores
-from autograder.pipeline.release import generate
-from autograder.pipeline.similarity import CODES as COPY_FLAGS
+from autograder.steps.release import generate
 
 CH = "ch02_attention"
 AUTO_POINTS = 7
@@ -316,7 +316,7 @@ def hostile(tmp_path_factory) -> dict:
     base = tmp_path_factory.mktemp("hostile")
     root, course = base / "root", base / "root" / "course"
     shutil.copytree(ROOT / "solutions" / CH, root / "solutions" / CH)
-    generate([CH], root=root, course_dir=course)
+    generate(Course.of(root, course), [CH])
     secret = root / "solutions" / CH / f"{CH}.ipynb"
     honest_nb = answered(root)
     honest = nbformat.writes(honest_nb).encode()

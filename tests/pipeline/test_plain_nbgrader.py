@@ -32,11 +32,11 @@ import nbformat
 import pytest
 
 from autograder.cli import main
-from autograder.course import ROOT, course_config
+from autograder.copies.pairs import CODES as COPY_FLAGS
+from autograder.course import ROOT, Course, course_config
 from autograder.flags import read_flags
-from autograder.pipeline.gradebook import read_scores
-from autograder.pipeline.release import generate
-from autograder.pipeline.similarity import CODES as COPY_FLAGS
+from autograder.grade.gradebook import read_scores
+from autograder.steps.release import generate
 
 CH = "ch02_attention"
 SECRET = "the-graders-own-secret-7f3a"
@@ -121,7 +121,7 @@ def graded(tmp_path_factory) -> dict:
     shutil.copytree(ROOT / "solutions" / CH, root / "solutions" / CH)
     ours, plain = root / "ours", root / "plain"
     for course in (ours, plain):
-        generate([CH], root=root, course_dir=course)
+        generate(Course.of(root, course), [CH])
     notebooks = _class(root)
     for course in (ours, plain):
         _submit(course, notebooks)
@@ -286,7 +286,7 @@ def test_formgrader_buttons_take_the_course_path(graded, tmp_path,
                                                  free_port: Callable[[], int]):
     root, ours = graded["root"], graded["ours"]
     formgrader = root / "formgrader"
-    generate([CH], root=root, course_dir=formgrader)
+    generate(Course.of(root, formgrader), [CH])
     # The cheat also writes HTML that would run in the instructor's grading page.
     cheat = nbformat.reads(graded["notebooks"]["cheat"].decode(), as_version=4)
     cheat.cells.append(nbformat.v4.new_markdown_cell(

@@ -20,9 +20,9 @@ import nbformat
 import pytest
 
 from autograder.course import Course
+from autograder.grade.learner import Task, grade_submission
+from autograder.grade.verify import verify_exercises
 from autograder.notebook import cell_index
-from autograder.pipeline.grade import Task, grade_submission
-from autograder.pipeline.verify import verify_exercises
 from autograder.sandbox.launcher import Learner, Limits
 
 LIMITS = Limits(cell_timeout_s=30, memory_mb=4096)

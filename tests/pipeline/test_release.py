@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import shutil
 
-from autograder.course import COURSE_ID, ROOT
-from autograder.pipeline.exchange import release_to_exchange
-from autograder.pipeline.release import generate
+from autograder.course import COURSE_ID, ROOT, Course
+from autograder.steps.exchange import release_to_exchange
+from autograder.steps.release import generate
 
 CH10 = "ch10_translation"
 
@@ -22,7 +22,7 @@ def test_a_release_links_its_models_to_the_source_and_learners_get_the_file(tmp_
     course = tmp_path / "course"
 
     for _ in range(2):  # a release over an earlier one, as `make release` does
-        generate([CH10], root=tmp_path, course_dir=course)
+        generate(Course.of(tmp_path, course), [CH10])
         release = tmp_path / "notebooks" / CH10
         assert os.readlink(release / "tiny.pt") == f"../../solutions/{CH10}/tiny.pt"
         assert (release / "tiny.pt").read_bytes() == b"trained weights"
@@ -31,7 +31,7 @@ def test_a_release_links_its_models_to_the_source_and_learners_get_the_file(tmp_
 
     exchange = tmp_path / "exchange"
     exchange.mkdir()
-    release_to_exchange([CH10], exchange, root=tmp_path, course_dir=course)
+    release_to_exchange(Course.of(tmp_path, course), [CH10], exchange)
     fetched = exchange / COURSE_ID / "outbound" / CH10 / "tiny.pt"
     assert not fetched.is_symlink() and fetched.read_bytes() == b"trained weights"
 

@@ -15,10 +15,11 @@ from nbgrader.api import Gradebook
 
 from autograder.course import COURSE_ID, ROOT, Course, course_config
 from autograder.flags import Flag, read_flags
-from autograder.pipeline.grade import Outcome, Summary, _store, placeholder
-from autograder.pipeline.gradebook import read_scores
-from autograder.pipeline.release import generate
-from autograder.pipeline.report import MAX_REASON_CHARS, export_csv, summary_table
+from autograder.grade.gradebook import read_scores
+from autograder.grade.learner import Outcome, placeholder
+from autograder.grade.store import Summary, store_outcome
+from autograder.steps.release import generate
+from autograder.steps.report import MAX_REASON_CHARS, export_csv, summary_table
 
 CH = "ch02_attention"
 HUGE = 628_896  # the length of a reason once seen in the wild
@@ -31,7 +32,7 @@ def stored(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("report")
     shutil.copytree(ROOT / "solutions" / CH, root / "solutions" / CH)
     course_dir = root / "course"
-    generate([CH], root=root, course_dir=course_dir)
+    generate(Course.of(root, course_dir), [CH])
     course = Course.of(root, course_dir)
     release = nbformat.read(root / "notebooks" / CH / f"{CH}.ipynb", as_version=4)
     full = nbformat.read(root / "solutions" / CH / f"{CH}.ipynb", as_version=4)
@@ -44,7 +45,7 @@ def stored(tmp_path_factory) -> dict:
         (course_dir / "submitted" / outcome.student / CH).mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        rows = [_store(o, course.config(), course) for o in outcomes]
+        rows = [store_outcome(course, o) for o in outcomes]
     return {"root": root, "course_dir": course_dir, "course": course, "rows": rows,
             "long_reason": long_reason, "warnings": caught}
 
@@ -58,7 +59,7 @@ def test_storing_grades_prints_no_sqlalchemy_warnings(stored):
 
 
 def test_long_reasons_are_cut_in_the_csv_and_whole_in_the_flag_file(stored):
-    text = export_csv(root=stored["root"], course_dir=stored["course_dir"])
+    text = export_csv(Course.of(stored["root"], stored["course_dir"]))
     assert csv.field_size_limit() == 131_072  # Python's default, which the file must respect
     alice = csv_rows(text)["alice"]  # the default reader reads it
     assert len(alice["reasons"]) < 1_000
@@ -72,7 +73,7 @@ def test_long_reasons_are_cut_in_the_csv_and_whole_in_the_flag_file(stored):
 
 def test_table_and_csv_agree_and_show_hand_grading_apart(stored):
     course, root, course_dir = stored["course"], stored["root"], stored["course_dir"]
-    text = export_csv(root=root, course_dir=course_dir)
+    text = export_csv(Course.of(root, course_dir))
     row = csv_rows(text)["alice"]
     assert (row["score"], row["max_score"], row["auto_score"], row["auto_max"],
             row["manual_score"], row["manual_max"], row["manual_pending"]) == (
@@ -87,7 +88,7 @@ def test_table_and_csv_agree_and_show_hand_grading_apart(stored):
         written.manual_score = 1.5
         written.needs_manual_grade = False
         gradebook.db.commit()
-    row = csv_rows(export_csv(root=root, course_dir=course_dir))["alice"]
+    row = csv_rows(export_csv(Course.of(root, course_dir)))["alice"]
     assert (row["score"], row["manual_score"], row["manual_pending"]) == ("8.5", "1.5", "2")
     table = summary_table(stored["rows"], read_scores(course.config()))
     assert re.search(rf"^alice +{CH} +7/7 +2 pending +8.5/11 ", table, re.M), table
@@ -108,8 +109,8 @@ def test_learners_are_listed_by_id_in_the_gradebook(stored):
     assert names == {"alice": ("alice", ""), "bob": ("bob", "")}
     course = stored["course"]
     release = nbformat.read(stored["root"] / "notebooks" / CH / f"{CH}.ipynb", as_version=4)
-    _store(Outcome("bob", CH, nbformat.writes(placeholder(release, "broken")), []),
-           course.config(), course)
+    store_outcome(course, Outcome("bob", CH, nbformat.writes(placeholder(release, "broken")),
+                                  []))
     with Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
         bob = gradebook.find_student("bob")
         assert (bob.last_name, bob.first_name) == ("Builder", "Bob")

@@ -6,8 +6,8 @@ import copy
 
 import nbformat
 
+from autograder.grade.restore import restore_test_cells
 from autograder.notebook import cell_index
-from autograder.pipeline.restore import restore_test_cells
 
 
 def _locked_sources(nb) -> list[str]:

@@ -25,8 +25,8 @@ from autograder.exercises.checking import (
     grading_secret,
     seed_for,
 )
+from autograder.grade.secret import DEVELOPMENT_ENV, SecretError, require_grading_secret
 from autograder.hub.classroom import Classroom
-from autograder.pipeline.secret import DEVELOPMENT_ENV, SecretError, require_grading_secret
 
 CH = "ch02_attention"
 CLASS_SECRET = "0123456789abcdef0123456789abcdef"

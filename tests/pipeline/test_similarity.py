@@ -15,6 +15,10 @@ import nbformat
 import pytest
 
 from autograder.cli import main
+from autograder.copies.detect import check_chapter, course_sources
+from autograder.copies.normalise import normalise
+from autograder.copies.pairs import COPIED_REFERENCE, DICTATED, MIN_TOKENS, SIMILAR_SUBMISSIONS
+from autograder.copies.written import written
 from autograder.course import ROOT, Course
 from autograder.demo.copies import FORMS
 from autograder.demo.honest_styles import HONEST, honest_source
@@ -22,16 +26,6 @@ from autograder.demo.sample_class import HONEST_KINDS, build_class
 from autograder.exercises.registry import get_exercise
 from autograder.flags import Flag, read_flags, write_flags
 from autograder.notebook import cell_source, grade_id, solution_cells
-from autograder.pipeline.normalise import normalise
-from autograder.pipeline.similarity import (
-    COPIED_REFERENCE,
-    DICTATED,
-    MIN_TOKENS,
-    SIMILAR_SUBMISSIONS,
-    check_chapter,
-    course_sources,
-)
-from autograder.pipeline.written import written
 
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 
@@ -155,7 +149,7 @@ def test_copies_of_the_courses_code_are_flagged_however_disguised(exercise, tmp_
     dictated = exercise in DICTATED
     caught = {"reference-verbatim", "reference-verbatim-again"} if dictated else set(answers)
     course_dir = graded_class(tmp_path, chapter, answers)
-    check = check_chapter(chapter, root=ROOT, course_dir=course_dir)
+    check = check_chapter(Course.of(ROOT, course_dir), chapter)
     assert sorted(check.students) == sorted(answers)
     for student in caught:
         flags = copied_flags(course_dir, student, chapter)
@@ -179,7 +173,7 @@ def test_the_flag_names_the_definition_pasted_into_a_longer_cell(tmp_path):
     pasted = ("def my_own_helper(n):\n    return list(range(n))\n\n\n"
               + reference(exercise) + "\n\nprint(my_own_helper(3))\n")
     course_dir = graded_class(tmp_path, "ch09_training", {"zoe": {exercise: pasted}})
-    check_chapter("ch09_training", root=ROOT, course_dir=course_dir)
+    check_chapter(Course.of(ROOT, course_dir), "ch09_training")
     (flag,) = read_flags(course_dir, "zoe", "ch09_training")
     assert flag.code == COPIED_REFERENCE
     assert "transformer_ref/generation/greedy.py (greedy_decode)" in flag.reason
@@ -191,7 +185,7 @@ def test_one_line_answers_never_flag_everyone(tmp_path):
     answers = {name: {"ch02.causal_mask": solution("ch02.causal_mask")}
                for name in ("amy", "bo", "cy")}
     course_dir = graded_class(tmp_path, "ch02_attention", answers)
-    check = check_chapter("ch02_attention", root=ROOT, course_dir=course_dir)
+    check = check_chapter(Course.of(ROOT, course_dir), "ch02_attention")
     assert check.flags == {}
     assert all(p.tokens < MIN_TOKENS for p in check.pairs)
     assert all(not (course_dir / "flags" / name).exists() for name in answers)
@@ -207,7 +201,7 @@ def test_a_learner_who_copies_another_is_flagged_with_the_others_name(tmp_path):
                "bob": {honest.exercise: FORMS["renamed"](original)},
                "cat": {}}
     course_dir = graded_class(tmp_path, "ch09_training", answers)
-    check_chapter("ch09_training", root=ROOT, course_dir=course_dir)
+    check_chapter(Course.of(ROOT, course_dir), "ch09_training")
     cell = cell_of(honest.exercise)
     for student, other in (("ann", "bob"), ("bob", "ann")):
         (flag,) = read_flags(course_dir, student, "ch09_training")
@@ -223,7 +217,7 @@ def test_honest_learners_following_the_hints_or_a_tutorial_are_not_flagged(chapt
         if get_exercise(entry.exercise).chapter == chapter:
             answers.setdefault(entry.learner, {})[entry.exercise] = honest_source(entry)
     course_dir = graded_class(tmp_path, chapter, answers)
-    check = check_chapter(chapter, root=ROOT, course_dir=course_dir)
+    check = check_chapter(Course.of(ROOT, course_dir), chapter)
     assert check.flags == {}, [p for p in check.pairs if p.flagged(check.threshold)]
     assert check.report is not None and check.report.is_file()
 
@@ -235,7 +229,7 @@ def test_the_dictated_exercises_are_those_where_honest_work_reaches_the_threshol
     form against the course's code or another honest learner. A new exercise, a new honest
     answer or a changed solution that moves one in or out must update the list."""
     calibration = benchmark_script("similarity_calibration")
-    assert calibration.dictated_exercises(course_sources(ROOT)) == DICTATED
+    assert calibration.dictated_exercises(course_sources(Course.of(ROOT))) == DICTATED
 
 
 def test_on_a_dictated_exercise_learners_are_alike_only_in_what_the_text_leaves_open(tmp_path):
@@ -247,7 +241,7 @@ def test_on_a_dictated_exercise_learners_are_alike_only_in_what_the_text_leaves_
     answers = {"lia": {exercise: entries["literal-a"]}, "lou": {exercise: entries["literal-b"]},
                "ana": {exercise: entries["hint-a"]}, "bea": {exercise: entries["hint-a"]}}
     course_dir = graded_class(tmp_path, "ch08_decoder_and_model", answers)
-    check = check_chapter("ch08_decoder_and_model", root=ROOT, course_dir=course_dir)
+    check = check_chapter(Course.of(ROOT, course_dir), "ch08_decoder_and_model")
     assert set(check.flags) == {"ana", "bea"}, check.flags
     for student, other in (("ana", "bea"), ("bea", "ana")):
         (flag,) = read_flags(course_dir, student, "ch08_decoder_and_model")
@@ -269,7 +263,7 @@ def test_no_honest_learner_of_the_sample_class_is_flagged_and_the_pasters_are(tm
         nbformat.write(nb, path)
     course_dir = course.folder
     for chapter in sorted({row.chapter for row in rows}):
-        check_chapter(chapter, root=ROOT, course_dir=course_dir)
+        check_chapter(Course.of(ROOT, course_dir), chapter)
     for row in rows:
         found = {f.code for f in read_flags(course_dir, row.learner, row.chapter)}
         if row.kind in HONEST_KINDS:
@@ -287,9 +281,9 @@ def test_checking_again_gives_the_same_flags_and_report_and_keeps_other_flags(tm
     course_dir = graded_class(tmp_path, "ch04_multi_head_attention", answers)
     write_flags(course_dir, "ann", "ch04_multi_head_attention", "grade",
                 [Flag("cell_error", "x", "raised")])
-    first = check_chapter("ch04_multi_head_attention", root=ROOT, course_dir=course_dir)
+    first = check_chapter(Course.of(ROOT, course_dir), "ch04_multi_head_attention")
     files = {p: p.read_bytes() for p in sorted(course_dir.rglob("*")) if p.is_file()}
-    again = check_chapter("ch04_multi_head_attention", root=ROOT, course_dir=course_dir)
+    again = check_chapter(Course.of(ROOT, course_dir), "ch04_multi_head_attention")
     assert {p: p.read_bytes() for p in sorted(course_dir.rglob("*")) if p.is_file()} == files
     assert again.flags == first.flags
     ann = {f.code for f in read_flags(course_dir, "ann", "ch04_multi_head_attention")}
@@ -302,7 +296,7 @@ def test_the_report_shows_the_pairs_side_by_side_as_inert_text(tmp_path):
         "    return exp", "    label = '<script>alert(1)</script>'\n    return exp")
     assert "<script>" in hostile
     course_dir = graded_class(tmp_path, "ch02_attention", {"eve": {exercise: hostile}})
-    check = check_chapter("ch02_attention", root=ROOT, course_dir=course_dir)
+    check = check_chapter(Course.of(ROOT, course_dir), "ch02_attention")
     page = check.report.read_text(encoding="utf-8")
     assert check.report == course_dir / "similarity" / "ch02_attention.html"
     assert "<script" not in page and "&lt;script&gt;" in page  # learners' code is text
@@ -325,15 +319,15 @@ def test_the_command_prints_the_flagged_pairs_and_rejects_a_bad_threshold(tmp_pa
 
 
 def test_copy_flags_are_in_the_csv_and_never_in_the_learners_feedback(tmp_path):
-    from autograder.pipeline.feedback import generate_feedback
-    from autograder.pipeline.gradebook import save_grades
-    from autograder.pipeline.release import generate
-    from autograder.pipeline.report import export_csv
+    from autograder.grade.gradebook import save_grades
+    from autograder.steps.feedback import generate_feedback
+    from autograder.steps.release import generate
+    from autograder.steps.report import export_csv
 
     chapter, exercise = "ch02_attention", "ch02.softmax"
     root, course_dir = tmp_path / "root", tmp_path / "root" / "course"
     shutil.copytree(ROOT / "solutions" / chapter, root / "solutions" / chapter)
-    generate([chapter], root=root, course_dir=course_dir)
+    generate(Course.of(root, course_dir), [chapter])
     course = Course.of(root, course_dir)
     for student in ("eve", "fay"):
         nb = copy.deepcopy(nbformat.read(course.release_notebook(chapter), as_version=4))
@@ -343,13 +337,13 @@ def test_copy_flags_are_in_the_csv_and_never_in_the_learners_feedback(tmp_path):
         path.parent.mkdir(parents=True)
         nbformat.write(nb, path)
         save_grades(course.config(), student, chapter, nb, None, flagged=False)
-    check_chapter(chapter, root=root, course_dir=course_dir)
+    check_chapter(Course.of(root, course_dir), chapter)
     assert {f.code for f in read_flags(course_dir, "eve", chapter)} == {
         COPIED_REFERENCE, SIMILAR_SUBMISSIONS}
 
-    text = export_csv(root=root, course_dir=course_dir)
+    text = export_csv(Course.of(root, course_dir))
     assert "copied_reference;similar_submissions" in text and "fay (100%" in text
-    pages = generate_feedback([chapter], root=root, course_dir=course_dir).written
+    pages = generate_feedback(Course.of(root, course_dir), [chapter]).written
     assert len(pages) == 2
     for page in pages:
         html = page.read_text(encoding="utf-8")

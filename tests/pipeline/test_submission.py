@@ -11,10 +11,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.collect.folders import MAX_NOTEBOOK_BYTES
 from autograder.course import ROOT
+from autograder.grade.submission import MAX_JSON_DEPTH, json_depth, read_submission
 from autograder.notebook import grade_id
-from autograder.pipeline.collect import MAX_NOTEBOOK_BYTES
-from autograder.pipeline.submission import MAX_JSON_DEPTH, json_depth, read_submission
 
 CH = "ch02_attention"
 RELEASE = ROOT / "notebooks" / CH / f"{CH}.ipynb"

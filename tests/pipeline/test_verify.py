@@ -11,8 +11,8 @@ import pytest
 
 from autograder.course import Course
 from autograder.exercises.registry import all_exercises
+from autograder.grade.verify import Verification, plan, verify_exercises
 from autograder.notebook import cell_index
-from autograder.pipeline.verify import Verification, plan, verify_exercises
 from autograder.sandbox.launcher import GRACE_S, Learner, Limits
 
 CHAPTER = "ch02_attention"

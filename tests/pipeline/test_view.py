@@ -19,8 +19,8 @@ import pytest
 from autograder.course import CHAPTERS, Course
 from autograder.exercises.reach import reference_module, setup_import_nodes
 from autograder.exercises.registry import all_exercises
-from autograder.pipeline.release import register_assignments
-from autograder.pipeline.view import (
+from autograder.steps.release import register_assignments
+from autograder.steps.view import (
     ChapterStates,
     chapter_states,
     check_class_release,
@@ -34,7 +34,8 @@ from autograder.pipeline.view import (
 # its mutants, the tutorial-style code, the grading pipeline and the sandbox's grader side.
 NEVER = ("autograder.exercises.checks.", "autograder.exercises.layer_variants",
          "autograder.exercises.beam_variants", "autograder.exercises.torch_checking",
-         "autograder.demo", "autograder.pipeline", "autograder.sandbox.client",
+         "autograder.demo", "autograder.steps", "autograder.collect", "autograder.grade",
+         "autograder.copies", "autograder.nbgrader_hooks", "autograder.sandbox.client",
          "autograder.sandbox.launcher", "autograder.hub", "solutions")
 
 
@@ -165,7 +166,7 @@ def test_write_view_updates_in_place_and_says_when_it_changed(tmp_path: Path):
 
 def test_states_come_from_the_exchange_and_the_due_dates(tmp_path: Path):
     course = Course.of(course_dir=tmp_path / "course")
-    register_assignments(course.root, course.folder)
+    register_assignments(course)
     exchange = tmp_path / "exchange"
     (exchange / "build-the-transformer" / "outbound" / CHAPTERS[1]).mkdir(parents=True)
     assert chapter_states(course, exchange) == ChapterStates(frozenset([CHAPTERS[1]]),
@@ -179,7 +180,7 @@ def test_states_come_from_the_exchange_and_the_due_dates(tmp_path: Path):
 
 def test_a_class_release_that_needs_an_open_answer_is_refused(tmp_path: Path):
     course = Course.of(course_dir=tmp_path / "course")
-    register_assignments(course.root, course.folder)
+    register_assignments(course)
     with pytest.raises(ValueError, match="ch02.scaled_dot_product_attention.*close CHAPTER"):
         check_class_release(course, tmp_path / "exchange", [CHAPTERS[2]])
     for chapter in CHAPTERS[:2]:

@@ -26,11 +26,11 @@ from autograder.sandbox.launcher import (
     GraderFaultError,
     Learner,
     Limits,
-    _python_paths,
     capabilities,
     check_sandbox,
     execute_notebook,
     grader_fault,
+    python_paths,
     remove_tree,
     sandbox_problem,
     sandbox_report,
@@ -227,7 +227,7 @@ def test_the_file_system_is_an_allow_list(misbehaved):
     top = eval(text.split("top ", 1)[1].split("\n", 1)[0])  # the printed list of names
     # The system folders, the sandbox's own mounts, and the first folder of each path that
     # holds this Python (a checkout may live anywhere, e.g. /check/work/...).
-    allowed = {Path(p).parts[1] for p in (*SYSTEM_DIRS, *_python_paths())}
+    allowed = {Path(p).parts[1] for p in (*SYSTEM_DIRS, *python_paths())}
     allowed |= {"etc", "proc", "dev", "tmp", "var", "run", "home", "sandbox", "course",
                 "submission", "result"}
     assert set(top) <= allowed, set(top) - allowed
@@ -248,7 +248,7 @@ def test_private_folders_are_empty_and_leave_nothing_behind(misbehaved):
     for folder in ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/run/user"):
         # Nothing but the course's Python, where it lives there (a checkout in /tmp), and
         # what the cell leaves out (the kernel's own files).
-        python = {Path(p).relative_to(folder).parts[0] for p in _python_paths()
+        python = {Path(p).relative_to(folder).parts[0] for p in python_paths()
                   if p.startswith(folder + "/")}
         shown = sorted(n for n in python if not n.startswith((".", "tmp", "kernel-")))
         assert f"{folder} {shown}" in text, text
@@ -325,7 +325,7 @@ from pathlib import Path
 from autograder.hub.classroom import Classroom
 from autograder.hub.spawner import learner_view
 
-from autograder.pipeline.view import refresh_view
+from autograder.steps.view import refresh_view
 
 classroom = Classroom(Path(sys.argv[1]), "view-test-")
 classroom.prepare()  # as the hub does, and the class's view of the course as a spawn writes it
@@ -348,7 +348,7 @@ def test_a_python_that_lives_in_tmp_runs_in_a_learners_view(tmp_python):
 
 def test_a_sandbox_that_cannot_start_names_the_cause_and_the_fix(monkeypatch):
     check_sandbox(LIMITS)  # this machine's sandbox runs the course's Python
-    monkeypatch.setattr(launcher, "_python_paths", lambda: [])
+    monkeypatch.setattr(launcher, "python_paths", lambda: [])
     with pytest.raises(GraderFaultError) as caught:
         check_sandbox(LIMITS)
     message = str(caught.value)

@@ -8,8 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from autograder.sandbox.client import LearnerProcess, RemoteObject, WorkerFailedError
+from autograder.sandbox.client import LearnerProcess, RemoteObject
 from autograder.sandbox.launcher import Learner, Limits, learner_job
+from autograder.sandbox.learner_errors import WorkerFailedError
 from autograder.sandbox.remote_module import RemoteModule
 
 LEARNER_CODE = '''

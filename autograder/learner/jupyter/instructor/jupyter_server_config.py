@@ -4,12 +4,12 @@ these entries win."""
 
 c = get_config()  # noqa: F821 (Jupyter provides get_config when it reads this file)
 
-# The formgrader is the course's (autograder/pipeline/formgrader: nbgrader's, with each
+# The formgrader is the course's (autograder/nbgrader_hooks/formgrader: nbgrader's, with each
 # submission's flags and offline formulas), which serves the routes nbgrader's would.
 c.ServerApp.jpserver_extensions.update({
     "nbgrader.server_extensions.course_list": True,
     "nbgrader.server_extensions.formgrader": False,
-    "autograder.pipeline.formgrader": True,
+    "autograder.nbgrader_hooks.formgrader": True,
     "jupyter_server_mathjax": True,
 })
 

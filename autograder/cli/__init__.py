@@ -1,0 +1,76 @@
+"""``python -m autograder``: the instructors' command line.
+
+    python -m autograder release [CHAPTER ...] [--exchange DIR]  solutions/ -> notebooks/ (-> DIR)
+    python -m autograder close CHAPTER ... [--at WHEN]        a class's chapter: answers revealed
+    python -m autograder view --out DIR [--released CH ...]   the learners' view of the course
+    python -m autograder collect SOURCE ... [--exchange DIR] folders, LMS zips, nbgrader exchange
+    python -m autograder autograde CHAPTER|all [--jobs N | --scheduler ADDRESS] [--student ID]
+    python -m autograder feedback CHAPTER|all [--student ID] [--exchange DIR]
+    python -m autograder export [--output grades.csv]
+    python -m autograder audit [CHAPTER|all] [--student ID]
+    python -m autograder similarity CHAPTER|all [--threshold T]  copies of the course's code
+    python -m autograder selfcheck NOTEBOOK ...               a learner's own notebook
+    python -m autograder demo [--jobs N | --scheduler ADDRESS] [--out DIR]   a sample class
+    python -m autograder hub add|password|remove|list [NAME ...]  the class server's roster
+    python -m autograder hub secret [--rotate]                   the class's grading secret
+
+Each subcommand is a module of this package: its ``add(subparsers)`` adds its parser and sets
+``handler`` to its ``run(args) -> int`` (the exit status); :data:`SUBCOMMANDS` lists them, and
+:mod:`autograder.cli.options` holds what several share. The work itself is done by the course's
+steps, the learner tools and the demo. Slow imports (nbgrader, Dask, the sandbox) happen inside
+``run``, so that each subcommand pays only for its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from autograder.cli import (
+    audit,
+    autograde,
+    close,
+    collect,
+    demo,
+    exercises,
+    export,
+    feedback,
+    hub,
+    release,
+    selfcheck,
+    similarity,
+    view,
+)
+
+# In the order of the help text.
+SUBCOMMANDS = (
+    exercises,
+    release,
+    close,
+    view,
+    collect,
+    autograde,
+    feedback,
+    export,
+    audit,
+    similarity,
+    selfcheck,
+    demo,
+    hub,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder",
+        description="Grading tools for the Build the Transformer course.")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for subcommand in SUBCOMMANDS:
+        subcommand.add(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    args = build_parser().parse_args(argv)
+    return args.handler(args)

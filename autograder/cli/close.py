@@ -1,0 +1,52 @@
+"""``python -m autograder close``: a class's chapter closed, its answers revealed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from autograder.cli.options import add_course_options, chapter_id
+from autograder.course import Course
+
+
+def run(args: argparse.Namespace) -> int:
+    # Loaded when this subcommand runs: each pays only for its own imports.
+    from datetime import datetime
+
+    from autograder.steps.view import close_chapter, refresh_view, view_folder
+
+    course = Course.of(args.root, args.course_dir)
+    try:
+        at = datetime.fromisoformat(args.at).astimezone() if args.at else None
+    except ValueError:
+        print(f"close failed: --at {args.at!r} is not a date and time; write it as "
+              "2026-12-01T18:00 (local time) or 2026-12-01T17:00+00:00", file=sys.stderr)
+        return 2
+    for chapter in args.chapters:
+        when = close_chapter(course, chapter, at)
+        print(f"{chapter}: due {when:%Y-%m-%d %H:%M} UTC; from then on its answers are part of "
+              "the learners' view")
+    if args.exchange is not None:
+        refresh_view(course, args.exchange)
+        print(f"the learners' view in {view_folder(course)} is up to date")
+    return 0
+
+
+def add(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "close", help="close chapters of a class: their answers become visible to learners",
+        description="Set each chapter's due date in the gradebook to now (or --at). In a class, "
+                    "a chapter's references (the answers of its exercises) join the learners' "
+                    "view of the course once its due date has passed; until then learners "
+                    "never see them. The Formgrader's Manage Assignments page edits the same "
+                    "due date.")
+    parser.add_argument("chapters", nargs="+", type=chapter_id, metavar="CHAPTER",
+                        help="chapter id such as ch02_attention, or its prefix ch02")
+    parser.add_argument("--at", metavar="WHEN",
+                        help="the due date instead of now, ISO format (2026-12-01T18:00)")
+    parser.add_argument("--exchange", type=Path, metavar="DIR",
+                        help="the class's exchange: update the learners' view now (the class "
+                             "server's checking service also does within a minute)")
+    add_course_options(parser)
+    parser.set_defaults(handler=run)

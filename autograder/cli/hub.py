@@ -1,0 +1,94 @@
+"""``python -m autograder hub``: the class server's roster and its grading secret."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def run(args: argparse.Namespace) -> int:
+    # Loaded when this subcommand runs: each pays only for its own imports.
+    from autograder.hub.classroom import Classroom
+
+    classroom = Classroom.from_env(args.state)
+    if args.action == "secret":
+        return _hub_secret(classroom, rotate=args.rotate)
+    if args.action == "list":
+        for role in ("instructor", "learner"):
+            names = classroom.roster(role)
+            print(f"{role}s ({len(names)}): {' '.join(names) or '-'}")
+        return 0
+    if not args.names:
+        print(f"hub {args.action}: name at least one user", file=sys.stderr)
+        return 2
+    if args.action == "remove":
+        removed = classroom.remove(args.names)
+        print(f"took {len(removed)} name(s) off the roster of {classroom.state}: they can no "
+              "longer log in. Their files and system accounts stay (userdel removes one).")
+        return 0
+    if args.action == "password":
+        unknown = [name for name in args.names if classroom.role_of(name) is None]
+        if unknown:
+            print(f"hub password: not on the roster: {' '.join(unknown)}; add them with "
+                  "`python -m autograder hub add NAME`", file=sys.stderr)
+            return 1
+        for name in args.names:
+            print(f"{name}  {classroom.new_password(name)}")
+        return 0
+    role = "instructor" if args.instructor else "learner"
+    try:
+        classroom.add(args.names, role)
+        for name in args.names:
+            if role == "learner":
+                classroom.ensure_account(name)
+            if not classroom.has_password(name):
+                print(f"{name}  {classroom.new_password(name)}")
+    except (ValueError, PermissionError, RuntimeError) as exc:
+        print(f"hub add failed: {exc}", file=sys.stderr)
+        return 1
+    print(f"{len(args.names)} {role}(s) on the roster of {classroom.state}; each new one's "
+          "password is printed above (hand it to them). They log in at <hub address>/hub/login.")
+    return 0
+
+
+def add(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``hub add|password|remove|list|secret [NAME ...] [--instructor] [--rotate]``."""
+    parser = subparsers.add_parser(
+        "hub", help="the roster and grading secret of the class server (make hub)",
+        description="add: put learners (or --instructor instructors) on the class server's "
+                    "roster and print a password for each new one (learners also get their "
+                    "system account and home folder; needs root). password: print a new "
+                    "password. remove: take names off the roster (their files stay). list: "
+                    "print the roster. secret: print where the class's grading secret is "
+                    "(created if missing; --rotate writes a new one). The hub sees changes at "
+                    "once.")
+    parser.add_argument("action", choices=("add", "password", "remove", "list", "secret"))
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help="user names: lower-case letters, digits, '-' and '_'")
+    parser.add_argument("--instructor", action="store_true",
+                        help="add them as instructors (the hub's admins) instead of learners")
+    parser.add_argument("--rotate", action="store_true",
+                        help="secret: replace the grading secret with a new random one")
+    parser.add_argument("--state", type=Path, default=None,
+                        help="the class's state folder (default: $TRANSFORMER_HUB_STATE, else "
+                             "build/hub)")
+    parser.set_defaults(handler=run)
+
+
+def _hub_secret(classroom, rotate: bool) -> int:
+    # Loaded when this subcommand runs: each pays only for its own imports.
+    from autograder.exercises.checking import SECRET_FILE_ENV
+
+    try:
+        path = classroom.ensure_secret(rotate=rotate)
+    except PermissionError as exc:
+        print(f"hub secret: {exc}", file=sys.stderr)
+        return 1
+    if rotate:
+        print(f"wrote a new grading secret to {path}. Chapters graded from now on draw new "
+              "hidden inputs (grade a chapter's whole class with one secret).")
+    print(f"The class's grading secret is in {path} (root only). Instructors' servers on the "
+          "hub use it; from a shell on this machine, grade with\n"
+          f"  sudo {SECRET_FILE_ENV}={path} .venv/bin/python -m autograder autograde ...")
+    return 0

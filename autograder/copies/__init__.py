@@ -1,0 +1,8 @@
+"""Copy detection: learners compared with the course's own code and with each other.
+
+    detect        the check of a chapter's class, its flags and when it runs
+    report        the class report of the pairs found
+    fingerprints  token fingerprints of code units, compared with copydetect
+    normalise     code units reduced to what a disguise cannot change
+    written       answers compared as written, where the course dictates the code
+"""

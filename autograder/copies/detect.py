@@ -1,0 +1,446 @@
+"""Copy detection: every graded solution cell against the course's code and the class's.
+
+After a chapter is graded, :func:`check_chapter` compares each learner's solution cells
+(nbgrader solution cells, by grade id, as the autograded notebook holds them) with
+
+* the course's own implementations (:func:`course_sources`): every definition of
+  ``transformer_ref``, every solution cell of ``solutions/`` and every definition of
+  ``autograder/demo/tutorial_style.py``, the second working implementation the course ships;
+* the same cell of every other learner of the chapter in the course folder.
+
+The code is normalised first (:mod:`autograder.copies.normalise`: names, comments,
+docstrings, type hints, layout and the order of definitions do not count) and compared per
+cell and per definition with copydetect's fingerprints (:mod:`autograder.copies.fingerprints`);
+the stub the learner was given (the release's cell) and the code the release shows every
+learner are boilerplate and never count. Where an exercise's text dictates its code line by
+line (:data:`DICTATED`), honest learners write the course's answer, so there the code is
+compared as written instead (:mod:`autograder.copies.written`), with the course's answer
+among the boilerplate: what is left to share is what a copy keeps and honest work lacks.
+
+A pair of units scores the share of the *other* code found in the learner's (for a course
+source: how much of that definition the learner's cell holds; for two learners: the smaller of
+the two shares, so that short code found inside longer code does not count). A cell is flagged
+when a pair scores at least :data:`THRESHOLD` and the shared code is at least
+:data:`MIN_TOKENS` tokens long: ``copied_reference`` names the course file, the definition
+and the similarity; ``similar_submissions`` names the other learner and the similarity. Short
+exercises whose every correct answer is one line never reach :data:`MIN_TOKENS`. The flags
+are for the instructor (the CSV, the tables, the class report of
+:mod:`autograder.copies.report`); they never change a score and never appear in
+a learner's feedback. ``benchmarks/similarity_calibration.py`` chose the figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from autograder.copies.fingerprints import Fingerprint, fingerprint, hashes_of, match
+from autograder.copies.normalise import Unit, normalise
+from autograder.copies.pairs import (
+    COPIED_REFERENCE,
+    DICTATED,
+    NOISE_TOKENS,
+    NORMALISED,
+    SIMILAR_SUBMISSIONS,
+    THRESHOLD,
+    WRITTEN,
+    ChapterCheck,
+    Code,
+    Pair,
+)
+from autograder.copies.report import write_report
+from autograder.copies.written import written
+from autograder.course import ROOT, Course
+from autograder.flags import Flag, read_flags, write_flags
+from autograder.notebook import cell_source, grade_id, solution_cells
+
+# The course's implementations beside transformer_ref and the solution notebooks. The other
+# modules of autograder/demo are not among them: the mutants, own_work, honest_styles and
+# literal_followers stand for learners' own work (the sample class and the calibration are
+# made of them).
+DEMO_IMPLEMENTATIONS = ("autograder/demo/tutorial_style.py",)
+# The two forms code is compared in.
+FORMS = {NORMALISED: normalise, WRITTEN: written}
+
+
+def _lines(text: str, unit: Unit) -> str:
+    first, last = unit.lines
+    return "\n".join(text.splitlines()[first - 1:last])
+
+
+def _codes(owner: str, place: str, text: str, *, course: bool, whole: bool = True,
+           form: str = NORMALISED) -> list[Code]:
+    """The units of ``text`` in ``form`` as :class:`Code`, placed at ``place`` (or, when it is
+    empty, at the unit's name); without the whole when ``whole`` is False (a file: only its
+    definitions count)."""
+    return [Code(owner, place or unit.name, unit,
+                 text if not unit.name else _lines(text, unit), course, form)
+            for unit in FORMS[form](text) if whole or unit.name]
+
+
+def solution_cell(exercise: str) -> str:
+    """The grade id of an exercise's solution cell (``ch08_decoder_layer_solution``)."""
+    return exercise.replace(".", "_") + "_solution"
+
+
+def solution_sources(notebook: Path, owner: str) -> list[Code]:
+    """Every unit of every solution cell of a source notebook, placed by grade id, in both
+    forms."""
+    nb = nbformat.read(str(notebook), as_version=4)
+    return [code for _, cell in solution_cells(nb) for form in FORMS
+            for code in _codes(owner, grade_id(cell) or "?", cell_source(cell), course=True,
+                               form=form)]
+
+
+def _source_files(root: Path) -> list[tuple[Path, str]]:
+    """``(path, name)`` of the files holding the course's implementations."""
+    files = sorted((ROOT / "transformer_ref").rglob("*.py")) + [
+        ROOT / name for name in DEMO_IMPLEMENTATIONS]
+    found = [(path, path.relative_to(ROOT).as_posix()) for path in files]
+    return found + [(path, path.relative_to(root).as_posix())
+                    for path in sorted(root.glob("solutions/ch*/ch*.ipynb"))]
+
+
+def course_sources(course: Course) -> list[Code]:
+    """The course's own implementations, one :class:`Code` per definition (and per method)
+    in each form: ``transformer_ref``'s modules and :data:`DEMO_IMPLEMENTATIONS` of this
+    installation, and every unit of the solution cells of ``<root>/solutions``. Kept in memory
+    while the files are unchanged (the Formgrader's autograde checks the class after each
+    learner)."""
+    files = _source_files(course.root.resolve())
+    stamp = tuple((str(path), path.stat().st_mtime_ns, path.stat().st_size)
+                  for path, _ in files)
+    if stamp not in _SOURCES:
+        _SOURCES.clear()
+        _SOURCES[stamp] = _read_sources(files)
+    return _SOURCES[stamp]
+
+
+_SOURCES: dict[tuple, list[Code]] = {}
+
+
+def _read_sources(files: list[tuple[Path, str]]) -> list[Code]:
+    found: list[Code] = []
+    for path, name in files:
+        if path.suffix == ".ipynb":
+            found += solution_sources(path, name)
+        else:
+            text = path.read_text(encoding="utf-8")
+            found += [code for form in FORMS
+                      for code in _codes(name, "", text, course=True, whole=False, form=form)]
+    return found
+
+
+# ----------------------------------------------------------------------------- comparing
+
+
+@dataclass(frozen=True)
+class Boilerplate:
+    """How one cell is compared: in which form, and what every learner of it is given in that
+    form (the hashes of the stub, of the code the release shows, and for a :data:`DICTATED`
+    exercise of the course's answer), which never counts."""
+
+    form: str
+    hashes: frozenset[int]
+
+
+@dataclass(frozen=True)
+class Printed:
+    """A :class:`Code` with its fingerprint for one exercise (its boilerplate left out)."""
+
+    code: Code
+    print: Fingerprint
+
+
+def _printed(codes: Iterable[Code], given: Boilerplate) -> list[Printed]:
+    """The fingerprints of the ``codes`` in ``given``'s form that have anything left."""
+    found = [Printed(c, fingerprint(c.unit, NOISE_TOKENS, given.hashes)) for c in codes
+             if c.form == given.form]
+    return [p for p in found if p.print.token_coverage]
+
+
+def _learner(student: str, cell: str, text: str, given: Boilerplate) -> list[Printed]:
+    return _printed(_codes(student, cell, text, course=False, form=given.form), given)
+
+
+def _index(printed: list[Printed]) -> dict[int, list[int]]:
+    """hash -> the positions in ``printed`` of the units that have it."""
+    index: dict[int, list[int]] = defaultdict(list)
+    for position, item in enumerate(printed):
+        for value in item.print.hashes:
+            index[value].append(position)
+    return index
+
+
+def _candidates(item: Printed, index: dict[int, list[int]]) -> list[int]:
+    return sorted({p for value in item.print.hashes for p in index.get(value, ())})
+
+
+def _pair(cell: str, mine: Printed, other: Printed) -> Pair | None:
+    """The score of ``mine`` (a learner's unit) against ``other``: the share of a course
+    unit found in mine, or the smaller share for two learners."""
+    overlap = match(mine.print, other.print)
+    if overlap is None:
+        return None
+    if other.code.course:
+        similarity, tokens = overlap.shares[1], overlap.tokens[1]
+    else:
+        similarity, tokens = min(overlap.shares), min(overlap.tokens)
+    return Pair(cell, mine.code, other.code, round(similarity, 4), tokens, overlap)
+
+
+def _best(pairs: Iterable[Pair | None], threshold: float) -> Pair | None:
+    """The pair that decides: flagged ones first, then the highest similarity, then the most
+    shared tokens; ties broken by name, so that every run picks the same."""
+    found = [p for p in pairs if p is not None]
+    if not found:
+        return None
+    return max(found, key=lambda p: (p.flagged(threshold), p.similarity, p.tokens,
+                                     p.other.label, p.learner.unit.name))
+
+
+def reference_pairs(cells: dict[str, dict[str, str]], sources: list[Code],
+                    boilerplate: dict[str, Boilerplate], threshold: float = THRESHOLD
+                    ) -> list[Pair]:
+    """For each learner's cell, its most similar course unit (cells sharing nothing are left
+    out).
+
+    Args:
+        cells: student -> grade id -> the cell's source.
+        sources: the course's units (:func:`course_sources`).
+        boilerplate: grade id -> how that cell is compared (:func:`stub_hashes`).
+    """
+    pairs = []
+    for cell_id, given in sorted(boilerplate.items()):
+        students = [student for student in sorted(cells) if cell_id in cells[student]]
+        if not students:
+            continue
+        printed = _printed(sources, given)
+        index = _index(printed)
+        for student in students:
+            mine = _learner(student, cell_id, cells[student][cell_id], given)
+            best = _best((_pair(cell_id, unit, printed[p]) for unit in mine
+                          for p in _candidates(unit, index)), threshold)
+            if best is not None:
+                pairs.append(best)
+    return pairs
+
+
+def learner_pairs(cells: dict[str, dict[str, str]], boilerplate: dict[str, Boilerplate],
+                  threshold: float = THRESHOLD) -> list[Pair]:
+    """For each cell, the most similar units of every two learners that share code (each
+    pair once, the learner first in alphabetical order as :attr:`Pair.learner`)."""
+    pairs = []
+    for cell_id, given in sorted(boilerplate.items()):
+        printed = [unit for student in sorted(cells) if cell_id in cells[student]
+                   for unit in _learner(student, cell_id, cells[student][cell_id], given)]
+        index = _index(printed)
+        found: dict[tuple[str, str], list[Pair | None]] = defaultdict(list)
+        for item in printed:
+            for position in _candidates(item, index):
+                other = printed[position]
+                if item.code.owner < other.code.owner:
+                    found[item.code.owner, other.code.owner].append(
+                        _pair(cell_id, item, other))
+        pairs += [best for key in sorted(found) if (best := _best(found[key], threshold))]
+    return pairs
+
+
+
+def class_cells(course: Course, chapter: str
+                ) -> tuple[dict[str, dict[str, str]], list[tuple[str, str]]]:
+    """student -> grade id -> source of each solution cell in the autograded notebooks (the
+    learner's code under the release's grade ids), and the notebooks that could not be read."""
+    cells: dict[str, dict[str, str]] = {}
+    unreadable = []
+    for student in course.students("autograded", chapter):
+        path = course.notebook("autograded", student, chapter)
+        try:
+            nb = nbformat.read(str(path), as_version=4)
+            cells[student] = {cell_id: cell_source(cell) for _, cell in solution_cells(nb)
+                              if (cell_id := grade_id(cell))}
+        except Exception as exc:  # one odd file must not stop the check of the class
+            unreadable.append((student, f"{type(exc).__name__}: {str(exc)[:200]}"))
+    return cells, unreadable
+
+
+def _hashes(codes: Iterable[str], form: str) -> frozenset[int]:
+    return frozenset(hashes_of([unit for code in codes for unit in FORMS[form](code)],
+                               NOISE_TOKENS))
+
+
+def _answers(course: Course, chapter: str, cells: set[str]) -> dict[str, str]:
+    """grade id -> the course's answer (the source notebook's solution cell) of ``cells``;
+    none without a source notebook (then learners who follow the text share that answer as
+    written with each other, and may be flagged)."""
+    path = course.source_notebook(chapter)
+    if not cells or not path.is_file():
+        return {}
+    nb = nbformat.read(str(path), as_version=4)
+    return {cell_id: cell_source(cell) for _, cell in solution_cells(nb)
+            if (cell_id := grade_id(cell)) in cells}
+
+
+def stub_hashes(course: Course, chapter: str, dictated: Iterable[str] = DICTATED
+                ) -> dict[str, Boilerplate]:
+    """grade id -> how each solution cell is compared: normalised, or as written for the
+    exercises of ``dictated``; and its boilerplate in that form: the release's stub of that
+    cell and every other code cell of the release (code that every learner is given, such as
+    the notebook's demonstrations, is no sign of copying), and for a dictated exercise the
+    course's own answer (which honest learners write too).
+
+    Raises:
+        FileNotFoundError: the chapter has no release notebook.
+    """
+    path = course.release_notebook(chapter)
+    if not path.is_file():
+        raise FileNotFoundError(f"no release notebook at {path}; release the chapter first "
+                                f"(python -m autograder release {chapter})")
+    release = nbformat.read(str(path), as_version=4)
+    stubs = {cell_id: cell_source(cell) for _, cell in solution_cells(release)
+             if (cell_id := grade_id(cell))}
+    shown = [cell_source(cell) for cell in release.cells if cell.cell_type == "code"
+             and cell_source(cell) not in stubs.values()]
+    as_written = {solution_cell(e) for e in dictated} & set(stubs)
+    answers = _answers(course, chapter, as_written)
+    forms = {cell_id: WRITTEN if cell_id in as_written else NORMALISED for cell_id in stubs}
+    shown_hashes = {form: _hashes(shown, form) for form in set(forms.values())}
+    found = {}
+    for cell_id, stub in stubs.items():
+        given = _hashes([stub, answers.get(cell_id, "")], forms[cell_id])
+        found[cell_id] = Boilerplate(forms[cell_id], shown_hashes[forms[cell_id]] | given)
+    return found
+
+
+# How the code of a pair was compared, by form.
+HOW = {NORMALISED: "once names, comments, docstrings, layout and the order of definitions are "
+                   "set aside",
+       WRITTEN: "as written, beyond the code that the exercise's text dictates and honest "
+                "learners write too: the same docstrings, comments, type hints and names"}
+
+
+def _copied_reason(pair: Pair, report: str) -> str:
+    where = f"{pair.other.owner} ({pair.other.place})"
+    text = (f"{pair.cell}: {pair.similarity:.0%} of the course's own code in {where} is in "
+            f"this answer ({pair.tokens} tokens in common, {HOW[pair.learner.form]}). Compare "
+            f"them side by side in {report}.")
+    if pair.other.owner in DEMO_IMPLEMENTATIONS:
+        text += (" That file follows the structure of public tutorials, so code taken from "
+                 "such a tutorial matches it as well.")
+    return text + " Flags of copy detection never change a score."
+
+
+# Partners named in one similar_submissions reason; the report lists them all.
+MAX_PARTNERS = 10
+
+
+def _similar_reason(cell: str, found: list[tuple[str, Pair]], report: str) -> str:
+    others = ", ".join(f"{other} ({pair.similarity:.0%}, {pair.tokens} tokens in common)"
+                       for other, pair in found[:MAX_PARTNERS])
+    if len(found) > MAX_PARTNERS:
+        others += f" and {len(found) - MAX_PARTNERS} other learner(s)"
+    how = HOW[found[0][1].learner.form]  # one form per cell
+    return (f"{cell}: this answer and that of {others} are alike {how}. Compare them side by "
+            f"side in {report}. Flags of copy detection never change a score.")
+
+
+def flags_of(pairs: Iterable[Pair], chapter: str, threshold: float = THRESHOLD
+             ) -> dict[str, list[Flag]]:
+    """student -> their ``copied_reference`` and ``similar_submissions`` flags, by cell: one
+    per cell and kind, a learner's partners most similar first."""
+    report = f"similarity/{chapter}.html"
+    flags: dict[str, list[Flag]] = defaultdict(list)
+    partners: dict[tuple[str, str], list[tuple[str, Pair]]] = defaultdict(list)
+    for pair in pairs:
+        if not pair.flagged(threshold):
+            continue
+        if pair.other.course:
+            flags[pair.learner.owner].append(
+                Flag(COPIED_REFERENCE, pair.cell, _copied_reason(pair, report)))
+        else:
+            partners[pair.learner.owner, pair.cell].append((pair.other.owner, pair))
+            partners[pair.other.owner, pair.cell].append((pair.learner.owner, pair))
+    for (student, cell), found in partners.items():
+        found.sort(key=lambda item: (-item[1].similarity, item[0]))
+        flags[student].append(Flag(SIMILAR_SUBMISSIONS, cell, _similar_reason(cell, found,
+                                                                               report)))
+    return {student: sorted(found, key=lambda f: (f.cell or "", f.code))
+            for student, found in sorted(flags.items())}
+
+
+def check_chapter(
+    course: Course, chapter: str, *, threshold: float = THRESHOLD
+) -> ChapterCheck:
+    """Compare every graded learner of ``course``'s ``chapter`` with the course's code and with
+    each other, write their ``similarity`` flags and the class report
+    ``<course>/similarity/<chapter>.html``.
+
+    Idempotent: the same submissions give the same flags and the same report.
+
+    Raises:
+        FileNotFoundError: the chapter has no release notebook.
+        ValueError: ``threshold`` is not in (0, 1].
+    """
+    if not 0 < threshold <= 1:
+        raise ValueError(f"the threshold is a share of code, in (0, 1]; got {threshold}")
+    course = course.resolved()
+    boilerplate = stub_hashes(course, chapter)
+    cells, unreadable = class_cells(course, chapter)
+    pairs = (reference_pairs(cells, course_sources(course), boilerplate, threshold)
+             + learner_pairs(cells, boilerplate, threshold))
+    pairs.sort(key=lambda p: (-p.similarity, -p.tokens, p.cell, p.learner.owner,
+                              p.other.label))
+    flags = flags_of(pairs, chapter, threshold)
+    for student in sorted(cells):
+        _store(course, student, chapter, flags.get(student, []))
+    check = ChapterCheck(chapter, threshold, sorted(cells), pairs, flags, unreadable)
+    check.report = write_report(check, course.folder / "similarity" / f"{chapter}.html")
+    return check
+
+
+def _store(course: Course, student: str, chapter: str, flags: list[Flag]) -> None:
+    """Replace a learner's ``similarity`` flags (no file is created for none)."""
+    if flags or course.flags_file(student, chapter).is_file():
+        write_flags(course.folder, student, chapter, "similarity", flags)
+
+
+def after_grading(course: Course, chapters: Iterable[str], summaries: list) -> list:
+    """Check each graded chapter of ``course`` for copies (the whole class of the chapter, not
+    only the learners just graded) and return ``summaries``
+    (:class:`~autograder.grade.store.Summary`) with their learners' flags read again.
+
+    A failure of the check is a warning that names the command to run again: the grades are
+    stored by then, and copy detection never changes them.
+    """
+    for chapter in dict.fromkeys(chapters):
+        try:
+            check_chapter(course, chapter)
+        except Exception as exc:  # the grades are safe; say how to finish the check
+            warnings.warn(f"copy detection of {chapter} failed ({type(exc).__name__}: {exc}); "
+                          f"the grades are stored. Run `python -m autograder similarity "
+                          f"{chapter}` to check again", RuntimeWarning, stacklevel=2)
+    return [dataclasses.replace(s, flags=tuple(read_flags(course.folder, s.student, s.chapter)))
+            for s in summaries]
+
+
+def flag_rows(check: ChapterCheck) -> list[str]:
+    """Aligned lines ``student  cell  flag  similar to  similarity  tokens`` of the flagged
+    pairs of ``check``, most similar first."""
+    header = ("student", "cell", "flag", "similar to", "similarity", "tokens")
+    rows = []
+    for pair in check.pairs:
+        if pair.flagged(check.threshold):
+            code = COPIED_REFERENCE if pair.other.course else SIMILAR_SUBMISSIONS
+            rows.append((pair.learner.owner, pair.cell, code, pair.other.label,
+                         f"{pair.similarity:.0%}", str(pair.tokens)))
+    if not rows:
+        return []
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    return ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+            for row in [header, *rows]]

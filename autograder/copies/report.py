@@ -1,0 +1,142 @@
+"""The class report of copy detection: one HTML page per chapter, for the instructor.
+
+``<course>/similarity/<chapter>.html`` lists the most similar pairs that
+:func:`autograder.copies.detect.check_chapter` found, learner against learner and learner
+against the course's code: every flagged pair, then the closest of the others, so that the
+instructor sees how far the rest of the class is. Each pair is shown side by side in the form
+that was compared (normalised, or as written for the exercises whose text dictates their
+code), with the shared runs of tokens highlighted, and the code as written below it. The page
+is sanitised like the learners' feedback pages
+(:func:`autograder.steps.feedback.sanitise_page`): learners' code is text on it, never markup.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from autograder.copies.pairs import (
+    DICTATED,
+    MIN_TOKENS,
+    NOISE_TOKENS,
+    WRITTEN,
+    ChapterCheck,
+    Pair,
+)
+from autograder.steps.feedback import sanitise_page
+
+# Flagged pairs shown (the most similar first; the flag files name every one), then the
+# closest pairs below the threshold.
+FLAGGED_SHOWN = 200
+CLOSEST_SHOWN = 30
+_STYLE = """
+body { font-family: sans-serif; margin: 2em; }
+table.pairs td, table.pairs th { padding: 2px 8px; text-align: left; }
+table.side { width: 100%; table-layout: fixed; border-collapse: collapse; }
+table.side td { vertical-align: top; width: 50%; padding: 4px; border: 1px solid #ccc; }
+pre { white-space: pre-wrap; font-size: 12px; margin: 0; }
+mark { background: #ffd54f; }
+.flagged { color: #b00020; font-weight: bold; }
+"""
+
+
+def highlighted(text: str, regions: tuple[tuple[int, int], ...]) -> str:
+    """``text`` escaped for HTML with the character ranges ``regions`` in ``<mark>``."""
+    merged: list[list[int]] = []
+    for start, end in sorted(regions):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    parts, done = [], 0
+    for start, end in merged:
+        parts += [html.escape(text[done:start]), "<mark>", html.escape(text[start:end]),
+                  "</mark>"]
+        done = end
+    parts.append(html.escape(text[done:]))
+    return "".join(parts)
+
+
+def _shown(check: ChapterCheck) -> list[Pair]:
+    flagged = [p for p in check.pairs if p.flagged(check.threshold)]
+    others = [p for p in check.pairs if not p.flagged(check.threshold)]
+    return flagged[:FLAGGED_SHOWN] + others[:CLOSEST_SHOWN]
+
+
+def _summary(check: ChapterCheck) -> str:
+    flagged = sum(1 for p in check.pairs if p.flagged(check.threshold))
+    lines = [
+        f"<p>{len(check.students)} learner(s) compared, {flagged} pair(s) flagged. A pair is "
+        f"flagged when at least {check.threshold:.0%} of the other code (for two learners: of "
+        f"each one's) is found in the learner's cell and the shared code is at least "
+        f"{MIN_TOKENS} tokens long; runs shorter than {NOISE_TOKENS} tokens do not count. "
+        "Code is compared once names, comments, docstrings, type hints, layout and the order "
+        "of definitions are set aside; the stub the learners were given never counts. Flags "
+        "of copy detection never change a score and are never shown to learners.</p>"]
+    dictated = sorted(e for e in DICTATED if e[:4] == check.chapter[:4])
+    if dictated:
+        lines.append(
+            f"<p>{html.escape(', '.join(dictated))}: the exercise's text dictates the code line "
+            "by line, so learners who follow it write the course's answer and the normalised "
+            "form is no evidence. These cells are compared as written instead, with the "
+            "course's answer counted as given: what is left to share is what a copy keeps "
+            "(the source's docstrings, comments, type hints and names). A paste that keeps them "
+            "is found; one stripped of them and renamed cannot be told from honest work.</p>")
+    if flagged > FLAGGED_SHOWN:
+        lines.append(f"<p>The {FLAGGED_SHOWN} most similar flagged pairs are shown below; the "
+                     "flags of every learner name all of theirs.</p>")
+    if check.unreadable:
+        lines.append("<p>Not compared (their autograded notebook could not be read): "
+                     + ", ".join(html.escape(f"{s} ({why})") for s, why in check.unreadable)
+                     + "</p>")
+    return "\n".join(lines)
+
+
+def _row(number: int, pair: Pair, threshold: float) -> str:
+    mark = '<span class="flagged">flagged</span>' if pair.flagged(threshold) else ""
+    cells = [f'<a href="#pair-{number}">{number}</a>', html.escape(pair.cell),
+             html.escape(pair.learner.owner), html.escape(pair.other.label),
+             f"{pair.similarity:.0%}", str(pair.tokens), mark]
+    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _side_by_side(number: int, pair: Pair, threshold: float) -> str:
+    flag = " (flagged)" if pair.flagged(threshold) else ""
+    flag += " (compared as written)" if pair.learner.form == WRITTEN else ""
+    left = highlighted(pair.learner.unit.text, pair.overlap.regions[0])
+    right = highlighted(pair.other.unit.text, pair.overlap.regions[1])
+    return (f'<h3 id="pair-{number}">{number}. {html.escape(pair.cell)}: '
+            f"{html.escape(pair.learner.label)} and {html.escape(pair.other.label)}, "
+            f"{pair.similarity:.0%}{flag}</h3>\n"
+            '<table class="side"><tr>'
+            f"<td><pre>{left}</pre></td><td><pre>{right}</pre></td></tr>\n<tr>"
+            f"<td><details><summary>as written</summary><pre>"
+            f"{html.escape(pair.learner.source)}</pre></details></td>"
+            f"<td><details><summary>as written</summary><pre>"
+            f"{html.escape(pair.other.source)}</pre></details></td></tr></table>")
+
+
+def render(check: ChapterCheck) -> str:
+    """The report's page, sanitised."""
+    shown = _shown(check)
+    header = "".join(f"<th>{h}</th>" for h in ("#", "cell", "learner", "similar to",
+                                                "similarity", "tokens", ""))
+    rows = "\n".join(_row(n, p, check.threshold) for n, p in enumerate(shown, 1))
+    sections = "\n".join(_side_by_side(n, p, check.threshold) for n, p in enumerate(shown, 1))
+    title = f"Copy detection: {check.chapter}"
+    page = (f"<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
+            f"<h1>{html.escape(title)}</h1>\n{_summary(check)}\n"
+            f'<table class="pairs"><tr>{header}</tr>\n{rows}</table>\n'
+            f"{sections if shown else '<p>No two pieces of code share anything.</p>'}\n"
+            "</body>\n</html>\n")
+    return sanitise_page(page)
+
+
+def write_report(check: ChapterCheck, path: Path) -> Path:
+    """Write :func:`render` of ``check`` to ``path`` (replacing it) and return the path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(render(check), encoding="utf-8")
+    temporary.replace(path)
+    return path

@@ -1,0 +1,263 @@
+"""nbgrader's own commands, and the formgrader's buttons, take the course's path.
+
+nbgrader lets a course replace parts of its commands through configuration. The course's
+configuration (:func:`autograder.course.course_config`, which ``autograder/nbgrader_config.py``
+and the instructor mode's Jupyter configuration load) names the classes of this module there,
+so that there is one way to grade, whichever command or button starts it:
+
+============================================  ===========================================
+``nbgrader autograde``, formgrader Autograde  :class:`SandboxedAutograde`: the course's
+                                              grading (:func:`~autograder.grade.learner.
+                                              grade_submission`: restore, sandbox, checks
+                                              outside the kernel, flags, then copy
+                                              detection of the chapter's class); nbgrader's own
+                                              preprocessors, which run the learner's code
+                                              with the grader's environment, never run
+``nbgrader generate_feedback``, its button    :class:`LearnersView`: no hidden tests and no
+                                              tracebacks of graded cells on any page, whatever
+                                              wrote the autograded notebook
+``nbgrader export``                           :class:`GradesExport`: the course's grades CSV
+                                              with flags (``python -m autograder export``)
+``nbgrader collect``, formgrader Collect      :class:`CourseCollect`: the course's collect,
+                                              which judges every submission on its own
+``nbgrader release_assignment``, formgrader   :class:`CourseRelease`: ``python -m autograder
+Release                                       release CHAPTER --exchange DIR``: notebooks/
+                                              regenerated, the chapter and its points
+                                              recorded in the gradebook, then released
+``nbgrader release_feedback``, formgrader     :class:`CourseReleaseFeedback`: the course's
+Release Feedback                              release, which names the learners it released
+                                              and fails when there was nothing to release
+``nbgrader zip_collect``                      :class:`ZipCollectRefused`: stops, and names
+                                              ``python -m autograder collect``
+============================================  ===========================================
+
+Every kernel nbgrader still starts (``nbgrader validate``, the Validate button) comes from
+:class:`autograder.kernels.KernelWithoutSecret`: none sees the grader's ``AUTOGRADER_SECRET``.
+Grading refuses to start without a class's secret that learners cannot read
+(:func:`autograder.grade.secret.require_grading_secret`), as the course's own command does.
+The Formgrader's pages themselves are :mod:`autograder.nbgrader_hooks.formgrader`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from nbconvert.exporters import NotebookExporter
+from nbconvert.preprocessors import Preprocessor
+from nbgrader.converters import Autograde
+from nbgrader.converters.base import NbGraderException
+from nbgrader.exchange.default import (
+    ExchangeCollect,
+    ExchangeReleaseAssignment,
+    ExchangeReleaseFeedback,
+)
+from nbgrader.plugins import ExportPlugin, ExtractorPlugin
+from traitlets import Bool
+
+from autograder.collect.sources import collect
+from autograder.copies.detect import after_grading
+from autograder.course import Course
+from autograder.grade.gradebook import forget_ungraded, register_students
+from autograder.grade.learner import grade_learner, strip_for_learners
+from autograder.grade.secret import SecretError, require_grading_secret
+from autograder.grade.store import store_outcome
+from autograder.sandbox.launcher import GraderFaultError, Limits, check_sandbox
+from autograder.steps.exchange import release_feedback, unreleasable
+from autograder.steps.release import ensure_recorded, release
+from autograder.steps.report import export_csv
+
+
+def course_of(coursedir: Any) -> Course:
+    """The course of an nbgrader ``CourseDirectory`` configured by
+    :func:`~autograder.course.course_config` (whose step folders share one course folder)."""
+    root = Path(coursedir.root)
+    return Course(root, (root / coursedir.submitted_directory).parent).resolved()
+
+
+class SandboxedAutograde(NotebookExporter):
+    """``Autograde.exporter_class``: nbgrader's ``autograde`` grades through the course.
+
+    nbgrader converts each submitted notebook twice: once from ``submitted/`` ("sanitizing"),
+    then the result again in ``autograded/``. The first pass grades the submission as
+    ``python -m autograder autograde`` does (the autograded notebook, the gradebook's scores
+    and the flags, all stored) and hands nbgrader the autograded notebook; the second pass
+    has nothing left to do (the course's configuration gives nbgrader's preprocessor lists
+    no entries).
+
+    Before any learner, it refuses to grade without a class's secret that learners cannot read
+    (the log says why and how to set one), and records the chapter in the gradebook if no
+    release did, as ``python -m autograder autograde`` does. A grader that cannot grade stops
+    the command with an error (exit status 1) and records nothing: checked before nbgrader
+    enters anyone in the gradebook, and again where a learner's runs fail
+    (:func:`~autograder.grade.learner.grade_learner`).
+    """
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+
+        converter = self.parent
+        if not isinstance(converter, Autograde):
+            return  # not grading: nothing to check
+        try:
+            secret = require_grading_secret()
+        except SecretError as exc:
+            self.log.error("%s", exc)
+            raise NbGraderException(str(exc)) from exc
+        (self.log.warning if secret.development else self.log.info)("%s", secret.notice())
+        # nbgrader builds its exporter before it records anyone in the gradebook: a sandbox
+        # that cannot start stops the command here, with nothing written.
+        try:
+            check_sandbox(Limits())
+        except GraderFaultError as exc:
+            self._stop(str(exc))
+        course = course_of(converter.coursedir)
+        ensure_recorded(course, converter.coursedir.assignment_id)
+
+    def _stop(self, message: str) -> None:
+        """End the whole nbgrader command, not only this learner's conversion, with
+        ``message``: nbgrader's ``fail`` logs it and exits with status 1 (the formgrader
+        shows it as the Autograde button's error)."""
+        if hasattr(self.parent, "fail"):
+            self.parent.fail("%s", message)
+        raise GraderFaultError(message)
+
+    def from_filename(self, filename: str, resources: dict | None = None,
+                      **kw: Any) -> tuple[str, dict]:
+        converter = self.parent
+        if resources is None or not getattr(converter, "_sanitizing", False):
+            return super().from_filename(filename, resources, **kw)
+
+        course = course_of(converter.coursedir)
+        student = resources["nbgrader"]["student"]
+        chapter = resources["nbgrader"]["assignment"]
+        self.log.info("Grading %s of %s in the sandbox", chapter, student)
+        # Graded in this process, as one learner of `autograde --jobs 1` would be on its worker.
+        outcome = grade_learner(course, student, chapter)
+        if outcome.fault is not None:
+            # nbgrader entered the submission before converting it: a row without a grade
+            # must not read as a score of 0.
+            forget_ungraded(course.config(), student, chapter)
+            self._stop(f"grading stopped at {student}/{chapter}: {outcome.fault}. Nothing was "
+                       "recorded for this learner, nor for those after it")
+        summary = store_outcome(course, outcome)
+        self.log.info("%s scored %g of %g autograded point(s)", student, summary.score,
+                      summary.max_score)
+        if summary.flags:
+            self.log.warning("%s is flagged %s (the reasons are in %s)", student,
+                             ", ".join(dict.fromkeys(f.code for f in summary.flags)),
+                             course.flags_file(student, chapter))
+        self._check_copies(course, chapter)
+        return super().from_filename(str(course.notebook("autograded", student, chapter)),
+                                     resources, **kw)
+
+    def _check_copies(self, course: Course, chapter: str) -> None:
+        """Copy detection of the chapter's class, with this learner graded: nbgrader grades
+        one learner at a time (the Formgrader's button, one learner per click), so the class
+        is checked again after each; the course's sources are read once per process."""
+        after_grading(course, [chapter], [])
+        self.log.info("Copy detection of %s: %s", chapter,
+                      course.folder / "similarity" / f"{chapter}.html")
+
+
+class LearnersView(Preprocessor):
+    """A ``GenerateFeedback`` preprocessor: the notebook as learners may see it, without
+    hidden tests and without the tracebacks of graded cells
+    (:func:`~autograder.grade.learner.strip_for_learners`).
+
+    A plain nbconvert preprocessor, not nbgrader's: nbgrader's base class redeclares
+    ``display_data_priority`` without the ``config`` tag, so each feedback run warned that the
+    HTML exporter's setting of it was "not recognized by LearnersView"."""
+
+    enabled = Bool(True, help="Whether the feedback is stripped (always).").tag(config=True)
+
+    def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
+        strip_for_learners(nb)
+        return nb, resources
+
+
+class GradesExport(ExportPlugin):
+    """``ExportApp.plugin_class``: ``nbgrader export`` writes the course's grades CSV
+    (:func:`~autograder.steps.report.export_csv`, flags and reasons included) to
+    ``--to``, or to the course folder's ``grades.csv``; ``--student`` and ``--assignment``
+    keep only those rows."""
+
+    def export(self, gradebook: Any) -> None:
+        course = course_of(self.parent.coursedir)
+        rows = list(csv.reader(io.StringIO(export_csv(course))))
+        students, chapters = set(map(str, self.student)), set(map(str, self.assignment))
+        kept = [rows[0]] + [row for row in rows[1:]
+                            if (not students or row[0] in students)
+                            and (not chapters or row[1] in chapters)]
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerows(kept)
+        destination = Path(self.to) if self.to else course.grades_csv
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_text(buffer.getvalue(), encoding="utf-8", newline="")
+        self.log.info("Wrote %d row(s) with flags to %s", len(kept) - 1, destination)
+
+
+class CourseCollect(ExchangeCollect):
+    """``ExchangeFactory.collect``: ``nbgrader collect`` and the formgrader's Collect button
+    run the course's collect (:func:`~autograder.collect.sources.collect`) on the exchange:
+    every submission judged on its own, refusals and flags reported. The learners collected
+    enter the gradebook under their names, so the formgrader lists them by name at once."""
+
+    def start(self) -> None:
+        course = course_of(self.coursedir)
+        report = collect(course, exchange=self.root, chapters=[self.coursedir.assignment_id])
+        for line in report.lines():
+            log = self.log.warning if line.startswith(("REFUSED", "FLAG")) else self.log.info
+            log("%s", line)
+        register_students(course.config(), sorted({taken.student for taken in report.taken}))
+
+
+class ZipCollectRefused(ExtractorPlugin):
+    """``ZipCollectApp.extractor_plugin``: ``nbgrader zip_collect`` would copy files into the
+    course without the course's checks, so it stops at once and names the command to use."""
+
+    def extract(self, archive_path: str, extracted_path: str) -> None:
+        self.parent.fail("nbgrader zip_collect is not how this course collects: it would copy "
+                         "the files without judging them. Run `python -m autograder collect "
+                         f"{archive_path}/<export>.zip` from the repository root instead (a "
+                         "folder of learner folders works too)")
+
+
+class CourseRelease(ExchangeReleaseAssignment):
+    """``ExchangeFactory.release_assignment``: ``nbgrader release_assignment`` and the
+    formgrader's Release button run ``python -m autograder release CHAPTER --exchange DIR``
+    (:func:`~autograder.steps.release.release`): the chapter is generated from solutions/,
+    recorded with its points in the gradebook, then copied into the exchange."""
+
+    def start(self) -> None:
+        course = course_of(self.coursedir)
+        chapter = self.coursedir.assignment_id
+        try:
+            release(course, [chapter], exchange=self.root, progress=self.log.info)
+        except (ValueError, RuntimeError) as exc:
+            self.fail(f"release failed: {exc}")
+        self.log.info("released %s to the exchange %s; the gradebook holds its points",
+                      chapter, self.root)
+
+
+class CourseReleaseFeedback(ExchangeReleaseFeedback):
+    """``ExchangeFactory.release_feedback``: ``nbgrader release_feedback`` and the formgrader's
+    Release Feedback buttons run the course's release
+    (:func:`~autograder.steps.exchange.release_feedback`). The log names every learner whose
+    page was released; with none, the run fails and says why, instead of reporting success."""
+
+    def start(self) -> None:
+        course = course_of(self.coursedir)
+        chapter = self.coursedir.assignment_id
+        student = self.coursedir.student_id
+        students = None if student in ("", "*") else [student]
+        try:
+            released = release_feedback(course, [chapter], self.root, students=students)
+        except RuntimeError as exc:
+            self.fail(str(exc))
+        if not released:
+            self.fail(unreleasable(course, chapter, students))
+        self.log.info("released the feedback of %d submission(s) of %s: %s", len(released),
+                      chapter, ", ".join(name for name, _ in released))

@@ -1,0 +1,211 @@
+"""The course's Formgrader: nbgrader's, with what an instructor reads before trusting a score.
+
+The instructor mode's Jupyter configuration loads this server extension instead of
+``nbgrader.server_extensions.formgrader``. Every page and button is nbgrader's (its buttons
+take the course's path through :mod:`autograder.nbgrader_hooks.commands`), except:
+
+* **Manage Submissions** has a Flags column: each submission's flags with their reasons (the
+  course's flag files, :mod:`autograder.flags`), and shows learners under the names the class
+  knows (their ids when the gradebook has no other), never "None, None"
+  (``templates/manage_submissions.tpl``, ``static/submissions.js``);
+* **a submission's page** (manual grading) lists its flags above the notebook; its formulas
+  are typeset by the MathJax that ``jupyter_server_mathjax`` serves from this server, so they
+  render offline; and the learner's HTML and Markdown are sanitised, since the page runs in
+  the instructor's server (:class:`FormgradeExporter`, ``templates/course_formgrade/``);
+* **Generate Feedback**, for a chapter or one learner, is the course's
+  (:func:`autograder.steps.feedback.generate_feedback`): one page per learner, a learner
+  whose page fails is flagged and named in the log, the others get theirs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PrefixLoader, pass_context
+from jupyter_server.utils import url_path_join
+from nbconvert.exporters import HTMLExporter
+from nbgrader.server_extensions.formgrader import apihandlers, handlers
+from nbgrader.server_extensions.formgrader.base import check_notebook_dir, check_xsrf
+from nbgrader.server_extensions.formgrader.formgrader import FormgradeExtension
+from tornado import web
+from traitlets import Unicode
+
+from autograder.flags import read_flags
+from autograder.nbgrader_hooks.commands import course_of
+from autograder.steps.feedback import generate_feedback, sanitise_fragment
+
+HERE = Path(__file__).resolve().parent
+TEMPLATES = HERE / "templates"
+STATIC = HERE / "static"
+# jupyter_server_mathjax serves MathJax 2 under this path of the server; this configuration
+# of it typesets TeX with fonts it serves too.
+MATHJAX = "static/jupyter_server_mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+
+
+def flags_of(coursedir: Any, student: str, chapter: str) -> list[dict[str, str | None]]:
+    """The flags of one submission as JSON-ready dicts (``code``, ``cell``, ``reason``)."""
+    folder = course_of(coursedir).folder
+    return [{"code": f.code, "cell": f.cell, "reason": f.reason}
+            for f in read_flags(folder, student, chapter)]
+
+
+class FormgradeExporter(HTMLExporter):
+    """nbgrader's page of one submission, with its flags (``resources["course_flags"]``),
+    MathJax from this server (``mathjax_url``) and the learner's HTML sanitised as on the
+    feedback pages (:func:`~autograder.steps.feedback.sanitise_fragment`): Markdown cells
+    (which nbgrader's template renders without nbconvert's ``sanitize_html``) and outputs."""
+
+    course_folder = Unicode(help="the course folder whose flag files are read")
+
+    def default_filters(self):
+        yield from super().default_filters()
+        # What nbconvert's templates pass HTML outputs through when sanitize_html is on.
+        yield "clean_html", sanitise_fragment
+
+    @pass_context
+    def markdown2html(self, context: Any, source: str) -> str:
+        """nbconvert's Markdown filter, whose HTML is then sanitised."""
+        return sanitise_fragment(super().markdown2html(context, source))
+
+    def from_filename(self, filename: str, resources: dict | None = None,
+                      **kw: Any) -> tuple[str, dict]:
+        resources = dict(resources or {})
+        student, chapter = resources.get("student"), resources.get("assignment_id")
+        flags = read_flags(self.course_folder, student, chapter) if student and chapter else []
+        resources["course_flags"] = flags
+        return super().from_filename(filename, resources, **kw)
+
+
+# ------------------------------------------------------------------ handlers
+
+
+class SubmissionsWithFlags(apihandlers.SubmissionCollectionHandler):
+    """``/formgrader/api/submissions/<chapter>``: nbgrader's list, each with its flags."""
+
+    @web.authenticated
+    @check_xsrf
+    @check_notebook_dir
+    def get(self, assignment_id: str) -> None:
+        submissions = self.api.get_submissions(assignment_id)
+        for submission in submissions:
+            submission["flags"] = flags_of(self.coursedir, submission["student"], assignment_id)
+        self.write(json.dumps(submissions))
+
+
+class SubmissionWithFlags(apihandlers.SubmissionHandler):
+    """``/formgrader/api/submission/<chapter>/<student>``: nbgrader's, with its flags."""
+
+    @web.authenticated
+    @check_xsrf
+    @check_notebook_dir
+    def get(self, assignment_id: str, student_id: str) -> None:
+        submission = self.api.get_submission(assignment_id, student_id)
+        if submission is None:
+            raise web.HTTPError(404)
+        submission["flags"] = flags_of(self.coursedir, student_id, assignment_id)
+        self.write(json.dumps(submission))
+
+
+def _feedback(handler: apihandlers.BaseApiHandler, chapter: str,
+              student: str | None) -> dict[str, Any]:
+    """The course's feedback for ``chapter`` (one ``student`` or all), as the formgrader's
+    buttons expect an answer: ``success`` and a ``log`` naming each page and each failure."""
+    course = course_of(handler.coursedir)
+    report = generate_feedback(course, [chapter], students=None if student is None else [student])
+    lines = [f"wrote the feedback page of {path.parts[-3]}: {path}" for path in report.written]
+    lines += [f"FAILED {name}: {reason}" for name, _, reason in report.failed]
+    if not report.written and not report.failed:
+        who = f" of {student}" if student else ""
+        lines.append(f"nothing to write: no autograded submission{who} of {chapter}; "
+                     "autograde first")
+        return {"success": False, "log": "\n".join(lines), "error": lines[-1]}
+    if report.failed:
+        return {"success": False, "log": "\n".join(lines),
+                "error": f"{len(report.failed)} page(s) failed; those learners are flagged "
+                         "feedback_failed"}
+    return {"success": True, "log": "\n".join(lines)}
+
+
+class GenerateAllFeedback(apihandlers.GenerateAllFeedbackHandler):
+    """Generate Feedback of a chapter: the course's feedback for every graded learner."""
+
+    @web.authenticated
+    @check_xsrf
+    @check_notebook_dir
+    def post(self, assignment_id: str) -> None:
+        self.write(json.dumps(_feedback(self, assignment_id, None)))
+
+
+class GenerateFeedback(apihandlers.GenerateFeedbackHandler):
+    """Generate Feedback of one learner: the course's feedback."""
+
+    @web.authenticated
+    @check_xsrf
+    @check_notebook_dir
+    def post(self, assignment_id: str, student_id: str) -> None:
+        self.write(json.dumps(_feedback(self, assignment_id, student_id)))
+
+
+# nbgrader's handler class -> the course's, by the route nbgrader gives it.
+REPLACED = {
+    apihandlers.SubmissionCollectionHandler: SubmissionsWithFlags,
+    apihandlers.SubmissionHandler: SubmissionWithFlags,
+    apihandlers.GenerateAllFeedbackHandler: GenerateAllFeedback,
+    apihandlers.GenerateFeedbackHandler: GenerateFeedback,
+}
+
+
+class CourseFormgrader(FormgradeExtension):
+    """nbgrader's formgrader with the course's templates, exporter and handlers."""
+
+    def init_tornado_settings(self, webapp) -> None:
+        super().init_tornado_settings(webapp)
+        nbgrader_templates = FileSystemLoader([handlers.template_path])
+        # The course's templates first; nbgrader's own under "nbgrader/" too, so that a course
+        # template can extend the nbgrader template it stands in for.
+        webapp.settings["nbgrader_jinja2_env"] = Environment(loader=ChoiceLoader([
+            FileSystemLoader([str(TEMPLATES)]), nbgrader_templates,
+            PrefixLoader({"nbgrader": nbgrader_templates})]))
+        course = course_of(self.coursedir)
+        webapp.settings["nbgrader_exporter"] = FormgradeExporter(
+            config=self.config, template_name="course_formgrade",
+            extra_template_basedirs=[str(TEMPLATES), handlers.template_path],
+            # so that the course's page can extend 'formgrade/index.html.j2', nbgrader's
+            extra_template_paths=[handlers.template_path],
+            mathjax_url=url_path_join(webapp.settings["base_url"], MATHJAX),
+            sanitize_html=True, course_folder=str(course.folder))
+
+    def init_handlers(self, webapp) -> None:
+        routes = [_replaced(route) for route in
+                  (*handlers.default_handlers, *apihandlers.default_handlers)]
+        routes += [
+            (r"/formgrader/course/(.*)", web.StaticFileHandler, {"path": str(STATIC)}),
+            (r"/formgrader/static/(.*)", web.StaticFileHandler,
+             {"path": handlers.static_path}),
+            (r"/formgrader/.*", handlers.Template404),
+        ]
+        base_url = webapp.settings["base_url"]
+        webapp.add_handlers(".*$", [(url_path_join(base_url, route[0].lstrip("/")), *route[1:])
+                                    for route in routes])
+
+
+def _replaced(route: tuple) -> tuple:
+    """``route`` with the course's handler where the course replaces nbgrader's."""
+    return (route[0], REPLACED.get(route[1], route[1]), *route[2:])
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    return [{"module": __name__}]
+
+
+def _load_jupyter_server_extension(serverapp) -> None:
+    """Load the course's formgrader (as nbgrader loads its own)."""
+    serverapp.log.info("Loading the course's formgrader (nbgrader's, with flags)")
+    formgrader = CourseFormgrader(parent=serverapp)
+    formgrader.root_dir = serverapp.root_dir
+    formgrader.log = serverapp.log
+    formgrader.initialize([])
+    formgrader.init_tornado_settings(serverapp.web_app)
+    formgrader.init_handlers(serverapp.web_app)

@@ -1,0 +1,180 @@
+"""Feedback for learners: one HTML page per graded notebook, through nbgrader, sanitised.
+
+The pages are rendered by nbgrader's ``GenerateFeedback`` from the autograded notebooks, which
+:mod:`autograder.grade.learner` writes without hidden tests and without tracebacks in graded
+cells, so learners see their scores, their outputs and each check's diagnosis, but no hidden
+test code.
+
+A page shows what the learner wrote (Markdown with raw HTML, HTML outputs), so it is cleaned
+with the ``nh3`` sanitiser (the Ammonia HTML sanitiser) before it is written
+(:class:`FeedbackExporter`, which the course's nbgrader configuration names, so that
+``nbgrader generate_feedback`` writes the same pages): no script, no event handler, no frame,
+form or learner style sheet, and nothing loaded from elsewhere. Images stay only as embedded
+``data:`` URIs, which is how matplotlib's plots are stored, so learners' plots stay visible;
+links may point at web pages and at the page's own anchors. The page's own style sheets come
+from nbgrader's template, never from the notebook. Formulas show as their LaTeX source: the
+template would load MathJax from the network, which a sanitised page does not do.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nh3
+from nbconvert.exporters import HTMLExporter
+from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+
+from autograder.course import Course, ensure_alembic_on_path
+from autograder.flags import Flag, write_flags
+
+# What the rendered notebook is made of: text, code, tables and embedded images.
+_TAGS = frozenset(nh3.ALLOWED_TAGS) - {"area", "map"}
+_ATTRIBUTES = {
+    **{tag: set(names) for tag, names in nh3.ALLOWED_ATTRIBUTES.items()},
+    "*": {"class", "id", "title", "lang", "dir", "style"},
+    "a": {"href", "name", "hreflang"},
+}
+# Style properties that change how text and boxes look; none of them can load anything.
+_STYLE_PROPERTIES = frozenset({
+    "color", "background-color", "font-weight", "font-style", "font-family", "font-size",
+    "text-align", "text-decoration", "vertical-align", "white-space", "width", "height",
+    "max-width", "max-height", "margin", "margin-left", "margin-right", "margin-top",
+    "margin-bottom", "padding", "padding-left", "padding-right", "padding-top",
+    "padding-bottom", "border", "border-collapse", "border-spacing", "display",
+})
+_IMAGE_DATA = re.compile(r"data:image/(png|jpeg|gif|webp|svg\+xml);base64,[A-Za-z0-9+/=\s]*")
+_LINK = re.compile(r"(https?:|mailto:|#)", re.IGNORECASE)
+# The last line of a traceback in nbgrader's log: "nbgrader.api.MissingEntry: No such grade".
+_LOG_ERROR = re.compile(r"^\s*((?:\w+\.)*\w*(?:Error|Exception|Entry|Exit)\b.*)$", re.M)
+# Tags of nbgrader's page head: its title, and its own style sheets (never learner input).
+_HEAD_TAGS = frozenset({"meta", "title", "style"})
+
+
+def _attribute_filter(tag: str, attribute: str, value: str) -> str | None:
+    """Keep ``src`` only as an embedded image and ``href`` only as a web, mail or in-page
+    link: nothing on the page can make the browser fetch anything."""
+    if attribute == "src":
+        return value if _IMAGE_DATA.fullmatch(value.strip()) else None
+    if attribute == "href":
+        return value if _LINK.match(value.strip()) else None
+    return value
+
+
+def sanitise_fragment(html: str) -> str:
+    """HTML written or printed by a learner, with everything that could run or load removed:
+    text, code, tables, links and ``data:`` images stay."""
+    return nh3.clean(html, tags=set(_TAGS), attributes=_ATTRIBUTES,
+                     attribute_filter=_attribute_filter,
+                     url_schemes={"http", "https", "mailto", "data"},
+                     filter_style_properties=set(_STYLE_PROPERTIES),
+                     link_rel="noopener noreferrer nofollow", strip_comments=True)
+
+
+def sanitise_page(html: str) -> str:
+    """A whole HTML page with everything that could run or load removed.
+
+    The head that nbgrader's template writes (title and style sheets, no learner input) keeps
+    its ``<style>`` elements and loses its scripts; the body, which holds the learner's cells
+    and outputs, keeps text, code, tables, links and ``data:`` images only.
+    """
+    head, found, body = html.partition("</head>")
+    if not found:  # not a page of the template: clean all of it as body
+        head, body = "", html
+    clean_head = nh3.clean(head, tags=set(_HEAD_TAGS), attributes={"meta": {"charset"}},
+                           clean_content_tags={"script"}, url_schemes=set(),
+                           strip_comments=True)
+    clean_body = sanitise_fragment(body)
+    return ("<!DOCTYPE html>\n<html>\n<head>\n" + clean_head.strip() + "\n</head>\n<body>\n"
+            + clean_body.strip() + "\n</body>\n</html>\n")
+
+
+class FeedbackExporter(HTMLExporter):
+    """nbconvert's HTML exporter, as nbgrader's feedback configures it, whose pages are
+    sanitised with :func:`sanitise_page`. Consecutive prints of a cell are shown as one
+    output: the kernel splits them into messages as timing decides, and the same notebook
+    must give the same page on every run."""
+
+    def from_notebook_node(self, nb: Any, resources: dict | None = None,
+                           **kw: Any) -> tuple[str, dict]:
+        nb, _ = CoalesceStreamsPreprocessor().preprocess(copy.deepcopy(nb), {})
+        html, resources = super().from_notebook_node(nb, resources, **kw)
+        return sanitise_page(html), resources
+
+
+@dataclass
+class FeedbackReport:
+    """What a feedback run wrote.
+
+    Attributes:
+        written: the HTML files written, sorted.
+        failed: ``(student, chapter, reason)`` of the pages that could not be written; each
+            is also a ``feedback_failed`` flag of that learner.
+    """
+
+    written: list[Path] = field(default_factory=list)
+    failed: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def _one_page(config: Any, course: Course, student: str, chapter: str) -> str | None:
+    """Write one learner's page; the reason when nbgrader could not, else None."""
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
+    from nbgrader.apps.api import capture_log
+    from nbgrader.converters import GenerateFeedback
+    from nbgrader.coursedir import CourseDirectory
+
+    coursedir = CourseDirectory(config=config)
+    coursedir.assignment_id, coursedir.student_id = chapter, student
+    try:
+        converter = GenerateFeedback(coursedir=coursedir, config=config)
+        converter.force = True
+        result = capture_log(converter)
+    except Exception as exc:  # one learner's odd notebook must not stop the class
+        return f"{type(exc).__name__}: {exc}"
+    if result["success"]:
+        return None
+    # The log holds the traceback of the real error, then nbgrader's generic summary.
+    errors = [m.group(1) for m in _LOG_ERROR.finditer(result.get("log") or "")
+              if "NbGraderException" not in m.group(1)]
+    return errors[-1][:500] if errors else "nbgrader generate_feedback failed"
+
+
+def generate_feedback(
+    course: Course, chapters: Iterable[str], *, students: Iterable[str] | None = None
+) -> FeedbackReport:
+    """Write ``<course>/feedback/<student>/<chapter>/<chapter>.html`` for graded submissions.
+
+    One learner's failure never stops the others: it is reported in the result and as that
+    learner's ``feedback_failed`` flag (a later successful run clears it).
+
+    Args:
+        course: the course.
+        chapters: chapter ids.
+        students: only these students (default: every autograded one).
+
+    Returns:
+        A :class:`FeedbackReport`: the pages written and the learners without one.
+    """
+    ensure_alembic_on_path()
+    config = course.config()
+    report = FeedbackReport()
+    for chapter in chapters:
+        graded = course.students("autograded", chapter)
+        for student in graded if students is None else sorted(set(students) & set(graded)):
+            problem = _one_page(config, course, student, chapter)
+            flags = []
+            if problem is not None:
+                reason = (f"no feedback page for {chapter}: nbgrader could not render it "
+                          f"({problem})")
+                report.failed.append((student, chapter, reason))
+                flags.append(Flag("feedback_failed", None, reason))
+            else:
+                report.written += sorted(
+                    course.step_dir("feedback", student, chapter).glob("*.html"))
+            write_flags(course.folder, student, chapter, "feedback", flags)
+    report.written.sort()
+    return report

@@ -1,0 +1,307 @@
+"""What a class's learners see of the course's own code: the learner's view.
+
+In a class (the class server of ``make hub``, or a learner image the course prepares), a
+learner's JupyterLab, terminals and kernels see the folder that :func:`refresh_view` keeps,
+``<course folder>/view/``, in place of the repository's ``autograder/`` and ``transformer_ref/``.
+It holds only what the released chapters need to run:
+
+* the building blocks their notebooks import, and what those import (one selection with the
+  grader's allow-lists: :mod:`autograder.exercises.reach`), with the data files installed in
+  their packages (:func:`package_data`);
+* the learner-facing part of ``autograder``: ``check`` (which asks the class's checking
+  service, :mod:`autograder.hub.checking`, for the visible checks), the self-check, the
+  pytest plugin and the Jupyter configuration layers.
+
+It never holds the reference of an exercise whose chapter is still open: such a module is
+replaced by a stub whose import says why it is missing. It holds every reference of a closed
+chapter. Nor does it hold the checks, the
+sample class, the mutants, the tutorial-style code or ``solutions/``. A chapter is *released*
+once it is in the exchange's outbound folder, and *closed* once its nbgrader due date has
+passed: ``python -m autograder close ch02`` sets it to now, and the Formgrader's "Manage
+Assignments" page edits it. From then on its references are part of the view.
+
+A released chapter must not need an open chapter's reference to run; :func:`release_problems`
+names each such need, and the class release refuses it.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import shutil
+import tempfile
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import nbformat
+
+from autograder.course import (
+    CHAPTERS,
+    COURSE_ID,
+    ROOT,
+    Course,
+    course_config,
+    ensure_alembic_on_path,
+)
+from autograder.exercises.reach import closure, module_file, notebook_modules, reference_module
+from autograder.exercises.registry import all_exercises
+
+VIEW_FOLDER = "view"
+# The learner-facing part of the course's own code: the notebook's check(), the self-check and
+# its pytest plugin, the remote check, and the configuration layers' imports.
+LEARNER_MODULES = (
+    "autograder.exercises.registry",
+    "autograder.exercises.checks",
+    "autograder.learner.remote_check",
+    "autograder.learner.selfcheck",
+    "autograder.learner.pytest_plugin",
+    "autograder.course",
+)
+# Files of the course that are not modules and that a learner's JupyterLab reads.
+LEARNER_DATA = ("autograder/learner/jupyter/learner", "autograder/learner/jupyter/exchange",
+                "autograder/learner/jupyter/README.md")
+
+
+@dataclass(frozen=True)
+class ChapterStates:
+    """The chapters learners have (``released``), and those whose answers they may see
+    (``closed``)."""
+
+    released: frozenset[str]
+    closed: frozenset[str]
+
+
+def chapter_states(course: Course, exchange: str | os.PathLike | None,
+                   now: datetime | None = None) -> ChapterStates:
+    """The chapters in ``exchange``'s outbound folder, and those whose due date in the
+    course's gradebook is at or before ``now`` (default: now)."""
+    released = set()
+    if exchange is not None:
+        outbound = Path(exchange) / COURSE_ID / "outbound"
+        released = {ch for ch in CHAPTERS if (outbound / ch).is_dir()}
+    return ChapterStates(frozenset(released), frozenset(_closed(course, now)))
+
+
+def _closed(course: Course, now: datetime | None) -> set[str]:
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
+    from nbgrader.api import Gradebook
+
+    if not course.gradebook.is_file():
+        return set()
+    ensure_alembic_on_path()
+    now = (now or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None)  # nbgrader: naive UTC
+    db_url = course_config(course.root, course.folder).CourseDirectory.db_url
+    with Gradebook(db_url, COURSE_ID) as gradebook:
+        return {a.name for a in gradebook.assignments
+                if a.name in CHAPTERS and a.duedate is not None and a.duedate <= now}
+
+
+@dataclass(frozen=True)
+class View:
+    """The course modules of a learner's view (``modules``), and the modules it holds as a stub
+    because they hold answers of open chapters (``hidden``: module -> exercise ids)."""
+
+    modules: frozenset[str]
+    hidden: dict[str, tuple[str, ...]]
+
+
+def open_answers(states: ChapterStates) -> dict[str, tuple[str, ...]]:
+    """Module -> the exercises of chapters not yet closed whose reference it holds."""
+    found: dict[str, list[str]] = {}
+    for exercise in all_exercises():
+        if exercise.chapter not in states.closed:
+            found.setdefault(reference_module(exercise), []).append(exercise.id)
+    return {module: tuple(ids) for module, ids in found.items()}
+
+
+def _chapter_roots(chapter: str, root: Path) -> set[str]:
+    nb = nbformat.read(Course.of(root).source_notebook(chapter), as_version=4)
+    builders = {b.partition(":")[0] for e in all_exercises() if e.chapter == chapter
+                for b in e.builders}
+    return notebook_modules(nb) | builders
+
+
+def plan_view(states: ChapterStates, root: Path = ROOT) -> View:
+    """The learner's view for ``states``."""
+    roots = set(LEARNER_MODULES)
+    for chapter in sorted(states.released | states.closed):
+        roots |= _chapter_roots(chapter, root)
+    # A closed chapter's answers are shown, imported by a notebook or not.
+    roots |= {reference_module(e) for e in all_exercises() if e.chapter in states.closed}
+    answers = open_answers(states)
+    # The packages of the stubs too: importing one must reach its message.
+    packages = {p for m in (*roots, *answers) for p in _packages(m)}
+    reached = closure(roots | packages)
+    reached |= {p for m in reached for p in _packages(m)}
+    # Every open answer gets its stub, reached or not: an import of it then says why it fails.
+    return View(frozenset(reached - set(answers)), answers)
+
+
+def release_problems(chapter: str, states: ChapterStates, root: Path = ROOT) -> list[str]:
+    """Why learners could not run ``chapter`` now: each course module its notebook imports
+    (or that those import when loaded) that holds the answer of a chapter still open."""
+    answers = open_answers(states)
+    needed = closure(_chapter_roots(chapter, root), at_import=True)
+    return [f"{chapter} imports {module}, the course's answer to {', '.join(answers[module])}"
+            for module in sorted(needed & set(answers))]
+
+
+def _packages(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _stub(module: str, exercise_ids: tuple[str, ...]) -> str:
+    chapters = sorted({CHAPTERS_BY_PREFIX[e.split(".")[0]] for e in exercise_ids})
+    message = (f"{module} holds the course's answer to {', '.join(exercise_ids)}, and "
+               f"{', '.join(chapters)} is still open in your class: it becomes available once "
+               "your instructor closes the chapter. Until then, use your own code.")
+    return (f'"""Not available yet: {message}"""\n\nraise ImportError({message!r})\n')
+
+
+CHAPTERS_BY_PREFIX = {chapter[:4]: chapter for chapter in CHAPTERS}
+
+
+def write_view(view: View, folder: Path) -> bool:
+    """Make ``folder`` hold ``view``, in place (a learner's running server keeps seeing it);
+    return whether anything changed. Files are world-readable, folders world-listable. The
+    modules and the Jupyter layers come from this installation of the course, which the view
+    stands in for."""
+    with tempfile.TemporaryDirectory(prefix="autograder-view-") as scratch:
+        staged = Path(scratch)
+        for module in view.modules:
+            _stage(staged, module, module_file(module).read_bytes())
+        for module, ids in view.hidden.items():
+            _stage(staged, module, _stub(module, ids).encode())
+        for relative, path in package_data(view.modules).items():
+            _write(staged / relative, path.read_bytes())
+        for data in LEARNER_DATA:
+            source = ROOT / data
+            if source.is_dir():
+                shutil.copytree(source, staged / data, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("__pycache__"))
+            elif source.is_file():
+                _write(staged / data, source.read_bytes())
+        _write(staged / "view.json", json.dumps(
+            {"hidden": {m: list(ids) for m, ids in sorted(view.hidden.items())}},
+            indent=1).encode())
+        return _synchronise(staged, folder)
+
+
+def package_data(modules: Iterable[str], root: Path = ROOT) -> dict[str, Path]:
+    """The data files an installation of the course keeps in the packages among ``modules``
+    (``[tool.setuptools.package-data]`` of its ``pyproject.toml``, such as the language model
+    chapter 11 loads): path in the view -> the file."""
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file():
+        return {}
+    settings = tomllib.loads(pyproject.read_text()).get("tool", {}).get("setuptools", {})
+    found: dict[str, Path] = {}
+    held = set(modules)
+    for package, patterns in settings.get("package-data", {}).items():
+        if package not in held:
+            continue
+        folder = module_file(package).parent
+        for pattern in patterns:
+            for path in sorted(folder.glob(pattern)):
+                if path.is_file():
+                    relative = Path(*package.split(".")) / path.relative_to(folder)
+                    found[relative.as_posix()] = path
+    return found
+
+
+def _stage(staged: Path, module: str, text: bytes) -> None:
+    path = staged.joinpath(*module.split("."))
+    if module_file(module).name == "__init__.py":
+        path = path / "__init__.py"
+    else:
+        path = path.with_suffix(".py")
+    _write(path, text)
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _synchronise(staged: Path, folder: Path) -> bool:
+    """Copy what differs from ``staged`` into ``folder`` file by file (each replaced in one
+    step), and remove from ``folder`` what ``staged`` lacks."""
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o755)
+    changed = False
+    wanted = {p.relative_to(staged) for p in staged.rglob("*")}
+    for relative in sorted(wanted):
+        source, target = staged / relative, folder / relative
+        if source.is_dir():
+            target.mkdir(exist_ok=True)
+            target.chmod(0o755)
+        elif not target.is_file() or not filecmp.cmp(source, target, shallow=False):
+            # A name of its own: the class server's service and an instructor's command may
+            # bring the view up to date at the same time.
+            fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+            os.close(fd)
+            shutil.copyfile(source, temporary)
+            os.chmod(temporary, 0o644)
+            os.replace(temporary, target)
+            changed = True
+    for path in sorted(folder.rglob("*"), reverse=True):
+        # (A file whose name starts with "." is another writer's copy on its way in.)
+        if path.relative_to(folder) not in wanted and not path.name.startswith("."):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            changed = True
+    return changed
+
+
+def view_folder(course: Course) -> Path:
+    """``<course folder>/view``: the learner's view of a class."""
+    return course.folder / VIEW_FOLDER
+
+
+def refresh_view(course: Course, exchange: str | os.PathLike | None,
+                 now: datetime | None = None) -> bool:
+    """Bring the class's view up to date with its chapters' states; whether it changed."""
+    states = chapter_states(course, exchange, now)
+    return write_view(plan_view(states, course.root), view_folder(course))
+
+
+def close_chapter(course: Course, chapter: str, at: datetime | None = None) -> datetime:
+    """Set ``chapter``'s due date in the gradebook to ``at`` (default: now); return it in UTC.
+
+    Once the due date has passed, the chapter counts as closed: its references join the
+    learners' view at its next refresh (:func:`refresh_view`).
+    """
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
+    from nbgrader.api import Gradebook
+
+    ensure_alembic_on_path()
+    when = (at or datetime.now(UTC)).astimezone(UTC)
+    db_url = course_config(course.root, course.folder).CourseDirectory.db_url
+    with Gradebook(db_url, COURSE_ID) as gradebook:
+        gradebook.update_or_create_assignment(chapter, duedate=when.replace(tzinfo=None))
+    return when
+
+
+def check_class_release(course: Course, exchange: str | os.PathLike,
+                        chapters: list[str]) -> None:
+    """Refuse to release ``chapters`` to a class whose learners could not run them yet.
+
+    Raises:
+        ValueError: a chapter imports the answer of a chapter that is still open; the message
+            names each import and the chapter to close first.
+    """
+    states = chapter_states(course, exchange)
+    states = ChapterStates(states.released | set(chapters), states.closed)
+    problems = [p for chapter in chapters for p in release_problems(chapter, states, course.root)]
+    if problems:
+        raise ValueError(
+            "learners could not run what you release: " + "; ".join(problems) + ". Close the "
+            "chapters of those answers first (python -m autograder close CHAPTER, or their due "
+            "date in the Formgrader), then release again.")
