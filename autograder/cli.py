@@ -10,13 +10,12 @@
     python -m autograder audit [CHAPTER|all] [--student ID]
     python -m autograder similarity CHAPTER|all [--threshold T]  copies of the course's code
     python -m autograder selfcheck NOTEBOOK ...               a learner's own notebook
-    python -m autograder demo [--jobs N | --scheduler ADDRESS] [--out DIR]   a sample class
     python -m autograder hub add|password|remove|list [NAME ...]  the class server's roster
     python -m autograder hub secret [--rotate]                   the class's grading secret
 
 Every subcommand lives here: a function ``add_<name>(subparsers)`` adds its parser and sets
 ``handler`` to a function ``(args) -> int`` (the exit status); ``SUBCOMMANDS`` lists them. The
-work itself is done by the modules of the pipeline, the learner tools and the demo. Slow
+work itself is done by the modules of the pipeline and the learner tools. Slow
 imports (nbgrader, the sandbox) happen inside the handlers.
 """
 
@@ -253,7 +252,7 @@ def _autograde(args: argparse.Namespace) -> int:
     from autograder.pipeline.secret import SecretError, require_grading_secret
     from autograder.sandbox.launcher import GraderFaultError, sandbox_report
 
-    if _jobs(args) < 1:
+    if workers_jobs(args) < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
         return 2
     try:
@@ -272,7 +271,7 @@ def _autograde(args: argparse.Namespace) -> int:
         print(line)
     try:
         with quiet_gradebook():
-            rows = autograde(chapters, jobs=_jobs(args), scheduler=args.scheduler,
+            rows = autograde(chapters, jobs=workers_jobs(args), scheduler=args.scheduler,
                              students=args.student, limits=limits,
                              progress=lambda n: tqdm(total=n, desc="grading", unit="learner"),
                              **course.as_kwargs())
@@ -287,11 +286,11 @@ def _autograde(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_workers_options(parser: argparse.ArgumentParser, jobs: int) -> None:
+def add_workers_options(parser: argparse.ArgumentParser, jobs: int) -> None:
     """``--jobs N`` (a local cluster) or ``--scheduler ADDRESS`` (an existing one)."""
     where = parser.add_mutually_exclusive_group()
     # No default on the option itself: argparse lets an option given with its default value
-    # through a mutual exclusion. _jobs() fills it in.
+    # through a mutual exclusion. workers_jobs() fills it in.
     where.add_argument("--jobs", "-j", type=int,
                        help="worker processes on this machine, each grading one learner at a "
                             f"time (default: {jobs})")
@@ -302,7 +301,7 @@ def _add_workers_options(parser: argparse.ArgumentParser, jobs: int) -> None:
     parser.set_defaults(default_jobs=jobs)
 
 
-def _jobs(args: argparse.Namespace) -> int:
+def workers_jobs(args: argparse.Namespace) -> int:
     """``--jobs``, or the subcommand's default."""
     return args.default_jobs if args.jobs is None else args.jobs
 
@@ -317,7 +316,7 @@ def add_autograde(subparsers: argparse._SubParsersAction) -> None:
                     "graded function outside the notebook, store scores in the gradebook and "
                     "flags with their reasons; print a summary table.")
     parser.add_argument("chapter", type=_chapter_or_all, metavar="CHAPTER|all")
-    _add_workers_options(parser, jobs=1)
+    add_workers_options(parser, jobs=1)
     parser.add_argument("--student", action="append", help="only this learner (repeatable)")
     parser.add_argument("--cell-timeout", type=float, default=defaults.cell_timeout_s,
                         help="seconds per cell (default: %(default)s)")
@@ -557,52 +556,6 @@ def add_selfcheck(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_selfcheck)
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from autograder.demo.demo import run_demo, table
-    from autograder.pipeline.secret import SecretError, development_grading, require_grading_secret
-    from autograder.sandbox.launcher import GraderFaultError
-
-    if _jobs(args) < 1:
-        print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
-        return 2
-    try:
-        with development_grading():  # as the demo grades its sample class
-            print(require_grading_secret().notice())
-    except SecretError as exc:  # a class's secret is set, and it is not one to grade with
-        print(f"demo refused: {exc}", file=sys.stderr)
-        return 1
-    try:
-        result = run_demo(args.out, jobs=_jobs(args), scheduler=args.scheduler)
-    except (ConnectionError, ValueError, GraderFaultError) as exc:  # the grader cannot grade
-        print(f"demo failed: {exc}", file=sys.stderr)
-        return 1
-    print(table(result.rows))
-    if args.out:
-        print(f"course, feedback pages and grades.csv are in {result.course_dir}")
-    if result.comparison.ok:
-        print(f"all {len(result.rows)} submissions graded as expected: honest work keeps its "
-              "marks, cheats score 0 on what they cheated or are flagged")
-        return 0
-    print("results that differ from the expectation:", file=sys.stderr)
-    for problem in result.comparison.problems:
-        print(f"  {problem}", file=sys.stderr)
-    return 1
-
-
-def add_demo(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``demo [--jobs N | --scheduler ADDRESS] [--out DIR]``."""
-    parser = subparsers.add_parser(
-        "demo", help="grade a sample class end to end and print the grades",
-        description="Release ch02 and ch05 in a course of its own, write a sample class "
-                    "(honest, partial, buggy, untouched, cheating and broken submissions), "
-                    "collect, autograde, write feedback and grades.csv, audit, and print each "
-                    "learner's score and flags next to the expected score.")
-    _add_workers_options(parser, jobs=2)
-    parser.add_argument("--out", help="keep the course here (default: a temporary folder); "
-                                      "workers on other machines need it at the same path")
-    parser.set_defaults(handler=_demo)
-
-
 def _hub(args: argparse.Namespace) -> int:
     from autograder.hub.classroom import Classroom
 
@@ -700,7 +653,6 @@ SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     add_audit,
     add_similarity,
     add_selfcheck,
-    add_demo,
     add_hub,
 )
 

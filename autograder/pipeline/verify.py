@@ -224,8 +224,8 @@ def course_folder(modules: Iterable[str]) -> Path:
 
 
 # Parts of the course a notebook's own cells never import (the grading pipeline, the sandbox, the
-# sample class and its mutants); the rest is what the kernel gets.
-KERNEL_LEAVES_OUT = ("autograder/pipeline", "autograder/sandbox", "autograder/demo",
+# tutorial-style implementations); the rest is what the kernel gets.
+KERNEL_LEAVES_OUT = ("autograder/pipeline", "autograder/sandbox", "autograder/tutorial_style",
                      "autograder/course")
 
 

@@ -16,9 +16,6 @@ import pytest
 
 from autograder.cli import main
 from autograder.course import ROOT, Course
-from autograder.demo.copies import FORMS
-from autograder.demo.honest_styles import HONEST, honest_source
-from autograder.demo.sample_class import HONEST_KINDS, build_class
 from autograder.exercises.registry import get_exercise
 from autograder.flags import Flag, read_flags, write_flags
 from autograder.notebook import cell_source, grade_id, solution_cells
@@ -32,6 +29,9 @@ from autograder.pipeline.similarity import (
     course_sources,
 )
 from autograder.pipeline.written import written
+from tests.fixtures.copies import FORMS
+from tests.fixtures.honest_styles import HONEST, honest_source
+from tests.fixtures.sample_class import HONEST_KINDS, build_class
 
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 
