@@ -112,9 +112,10 @@ browser:
 release: $(STAMP)
 	$(BIN)/python -m autograder release
 
-# Instructors: release, grade a sample class end to end with 2 workers, print the grades.
+# Instructors: release, grade a sample class end to end with 2 workers, print the grades. The
+# sample class is a test fixture (tests/fixtures/), not part of the installed course.
 demo: $(STAMP)
-	$(BIN)/python -m autograder demo --jobs 2 --out build/demo
+	$(BIN)/python -m tests.fixtures.demo --jobs 2 --out build/demo
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,7 +1,7 @@
 """Autograding throughput: ``python -m autograder autograde --jobs N`` against plain nbgrader,
 and against another revision's grader, side by side in one run.
 
-The sample class (:mod:`autograder.demo.sample_class`: its two NumPy chapters, ch02 and ch05,
+The sample class (:mod:`tests.fixtures.sample_class`: its two NumPy chapters, ch02 and ch05,
 13 learners, 21 notebooks, broken submissions included) is released once into a temporary
 course and graded:
 
@@ -52,9 +52,12 @@ from baseline import Side, grading_env, sides_in
 
 from autograder.collect.sources import collect
 from autograder.course import Course, ensure_alembic_on_path
-from autograder.demo.demo import prepare_course
-from autograder.demo.sample_class import NUMPY_CHAPTERS, build_class
 from autograder.grade.secret import DEVELOPMENT_ENV
+
+# The sample class is a test fixture, imported from the repository's root.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.fixtures.demo import prepare_course  # noqa: E402
+from tests.fixtures.sample_class import NUMPY_CHAPTERS, build_class  # noqa: E402
 
 NBGRADER_CONFIG = """\
 from autograder.course import course_config

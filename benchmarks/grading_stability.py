@@ -1,6 +1,6 @@
 """Grading the sample class again and again: never a ``grading_error``, the same grades each time.
 
-The sample class (:mod:`autograder.demo.sample_class`: 13 learners) in its two NumPy chapters
+The sample class (:mod:`tests.fixtures.sample_class`: 13 learners) in its two NumPy chapters
 (ch02 and ch05) is released
 once; each run collects it into a fresh course folder, grades it with ``--jobs`` local workers
 (or on the Dask cluster of ``--scheduler``) and exports the grades CSV. One line per run: wall
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 import warnings
@@ -23,11 +24,19 @@ from pathlib import Path
 
 from autograder.collect.sources import collect
 from autograder.course import Course
-from autograder.demo.demo import prepare_course
-from autograder.demo.sample_class import LEARNERS, NUMPY_CHAPTERS, build_class, compare
 from autograder.grade.run import autograde
 from autograder.grade.secret import DEVELOPMENT_ENV
 from autograder.steps.report import export_csv
+
+# The sample class is a test fixture, imported from the repository's root.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.fixtures.demo import prepare_course  # noqa: E402
+from tests.fixtures.sample_class import (  # noqa: E402
+    LEARNERS,
+    NUMPY_CHAPTERS,
+    build_class,
+    compare,
+)
 
 
 def grade_once(class_dir: Path, course: Course, **where) -> tuple[float, list, str]:

@@ -8,10 +8,10 @@ and comments gone, another layout); reformatted with every local name and argume
 and that pasted after a helper of the learner's own, with a print, in one longer cell.
 
 Honest work (must not be flagged): the sample class's learners who write their own answers or
-the mutants' valid alternatives and bugs (``autograder/demo/sample_class.py``), every mutant
-(``autograder/demo/mutants``), and the answers of learners who follow the notebook's hints,
+the mutants' valid alternatives and bugs (``tests/fixtures/sample_class.py``), every mutant
+(``tests/fixtures/mutants``), and the answers of learners who follow the notebook's hints,
 to the letter or in their own way, or a tutorial's structure with their own lines
-(``autograder/demo/honest_styles.py``, ``autograder/demo/literal_followers.py``), each
+(``tests/fixtures/honest_styles.py``, ``tests/fixtures/literal_followers.py``), each
 against the course's code and against each other.
 
 Prints, per group, the pairs' similarities (:mod:`autograder.copies.detect`: the share
@@ -41,12 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from autograder.copies import detect as similarity  # noqa: E402
 from autograder.copies import pairs as copy_pairs  # noqa: E402
 from autograder.course import ROOT, Course  # noqa: E402
-from autograder.demo.copies import FORMS  # noqa: E402
-from autograder.demo.honest_styles import HONEST, honest_source  # noqa: E402
-from autograder.demo.mutants import all_mutants  # noqa: E402
-from autograder.demo.sample_class import HONEST_KINDS, build_class, mutant_source  # noqa: E402
 from autograder.exercises.registry import all_exercises  # noqa: E402
 from autograder.notebook import cell_source, grade_id, solution_cells  # noqa: E402
+from tests.fixtures.copies import FORMS  # noqa: E402
+from tests.fixtures.honest_styles import HONEST, honest_source  # noqa: E402
+from tests.fixtures.mutants import all_mutants  # noqa: E402
+from tests.fixtures.sample_class import HONEST_KINDS, build_class, mutant_source  # noqa: E402
 
 Cells = dict[str, dict[str, str]]
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
+import sys
 import tempfile
 import time
 from contextlib import ExitStack
@@ -39,7 +40,9 @@ from pathlib import Path
 import nbformat
 from baseline import Side, autograder, grading_env, sides_in
 
-from autograder.demo.sample_class import SOLUTION, load_chapter, work
+# The sample class is a test fixture, imported from the repository's root.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.fixtures.sample_class import SOLUTION, load_chapter, work  # noqa: E402
 
 CHAPTERS = ("ch07_pytorch_modules", "ch08_decoder_and_model", "ch09_training",
             "ch10_translation")

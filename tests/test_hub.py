@@ -47,10 +47,10 @@ from ci_env import in_ci
 from test_browser import KERNEL_IDLE_JS, UI_MS, _screenshot
 
 from autograder.course import COURSE_ID
-from autograder.demo.sample_class import load_chapter, mutant_source
 from autograder.exercises.checking import SECRET_ENV, SECRET_FILE_ENV
 from autograder.exercises.registry import all_exercises
 from autograder.grade.secret import DEVELOPMENT_ENV
+from tests.fixtures.sample_class import load_chapter, mutant_source
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, FrameLocator, Locator, Page

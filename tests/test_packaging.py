@@ -1,7 +1,12 @@
 """The set-up promises of the README: one pinned environment, two commands, CI = `make test`."""
 
+import ast
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import yaml
@@ -82,12 +87,10 @@ LONG_ON_PURPOSE = "is long on purpose"
 
 
 def test_no_function_of_the_course_code_is_over_60_lines():
-    """A maintainer reads the grader and the reference top-down: a function over 60 lines
-    (docstring included) is split, or its docstring says why it "is long on purpose"."""
-    import ast
-
+    """A maintainer reads the grader, the reference and the fixtures top-down: a function over
+    60 lines (docstring included) is split, or its docstring says why it "is long on purpose"."""
     long = []
-    for package in ("autograder", "transformer_ref"):
+    for package in ("autograder", "transformer_ref", "tests/fixtures"):
         for path in sorted((ROOT / package).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -97,3 +100,69 @@ def test_no_function_of_the_course_code_is_over_60_lines():
                         ast.get_docstring(node) or ""):
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines})")
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The fixtures (the sample class, the mutants, the calibration samples) stay out of the product.
+
+FIXTURES = ROOT / "tests" / "fixtures"
+PRODUCT = ("autograder", "transformer_ref")
+
+
+def _fixture_files() -> list[str]:
+    """Each fixture file relative to tests/fixtures (``mutants/ch02.py``), the package's own
+    ``__init__.py`` aside."""
+    return sorted(path.relative_to(FIXTURES).as_posix() for path in FIXTURES.rglob("*.py")
+                  if "__pycache__" not in path.parts and path != FIXTURES / "__init__.py")
+
+
+def test_the_built_package_holds_no_fixture(tmp_path):
+    """What ``pip install .`` installs (and ``pip show -f`` lists) is the wheel: built from the
+    files git knows, it holds the product and none of tests/fixtures."""
+    source = tmp_path / "source"
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard",
+                             "pyproject.toml", "README.md", *PRODUCT, "tests"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.split()
+    for name in listed:
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "--quiet", "-w", str(tmp_path / "wheel"), str(source)], check=True,
+                   capture_output=True)
+    [wheel] = (tmp_path / "wheel").glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.startswith("autograder/tutorial_style/") for n in names)
+    assert not [n for n in names if n.split("/")[0] not in PRODUCT and ".dist-info/" not in n]
+    fixtures = _fixture_files()
+    assert "sample_class.py" in fixtures and "mutants/ch02.py" in fixtures
+    shipped = [n for n in names for f in fixtures if n.endswith("/" + f)]
+    assert not shipped, f"fixtures in the wheel: {shipped}"
+
+
+def _strings(tree: ast.AST) -> list[ast.Constant]:
+    """The string constants of a module, its docstrings aside."""
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef
+                                | ast.AsyncFunctionDef)
+                  and node.body and isinstance(node.body[0], ast.Expr)}
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Constant)
+            and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def test_the_product_neither_imports_nor_reads_a_fixture():
+    """No module of the product imports ``tests`` (or names it for importlib) or builds a path
+    under tests/: the installed course has no tests folder to read."""
+    found = []
+    for package in PRODUCT:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(), str(path))
+            where = path.relative_to(ROOT)
+            for node in ast.walk(tree):
+                modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                           [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                found += [f"{where}:{node.lineno} imports {m}" for m in modules
+                          if m.split(".")[0] == "tests"]
+            found += [f"{where}:{node.lineno} names {node.value!r}" for node in _strings(tree)
+                      if re.match(r"tests($|[/.])", node.value)]
+    assert not found, found

@@ -122,7 +122,7 @@ def documented_commands() -> dict[str, Path]:
 
 HERE = "tests/test_readme.py::"
 MAKE_DRY_RUN = HERE + "test_make_targets_run_the_documented_commands"
-# `make demo` runs `python -m autograder demo`, i.e. autograder.demo.demo.run_demo; this test runs
+# `make demo` runs `python -m tests.fixtures.demo`, i.e. its run_demo; this test runs
 # run_demo (release, collect, autograde with 2 workers, feedback, grades CSV, comparison).
 DEMO = "tests/demo/test_sample_class.py::test_the_pipeline_grades_the_class_as_expected"
 # Its module fixture runs `collect INBOX LMS.zip`, `autograde ch02 --jobs 2` and `export`.
@@ -471,7 +471,7 @@ MAKE_RECIPES = {
     "release": [".venv/bin/python -m autograder release"],
     "hub": ['TRANSFORMER_HUB_STATE="build/hub" .venv/bin/jupyterhub -f '
             "autograder/hub/jupyterhub_config.py --JupyterHub.bind_url=http://127.0.0.1:8000"],
-    "demo": [".venv/bin/python -m autograder demo --jobs 2 --out build/demo"],
+    "demo": [".venv/bin/python -m tests.fixtures.demo --jobs 2 --out build/demo"],
 }
 INSTALL = [
     "test -x .venv/bin/python || python3 -m venv .venv",

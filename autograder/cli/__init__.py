@@ -10,14 +10,13 @@
     python -m autograder audit [CHAPTER|all] [--student ID]
     python -m autograder similarity CHAPTER|all [--threshold T]  copies of the course's code
     python -m autograder selfcheck NOTEBOOK ...               a learner's own notebook
-    python -m autograder demo [--jobs N | --scheduler ADDRESS] [--out DIR]   a sample class
     python -m autograder hub add|password|remove|list [NAME ...]  the class server's roster
     python -m autograder hub secret [--rotate]                   the class's grading secret
 
 Each subcommand is a module of this package: its ``add(subparsers)`` adds its parser and sets
 ``handler`` to its ``run(args) -> int`` (the exit status); :data:`SUBCOMMANDS` lists them, and
 :mod:`autograder.cli.options` holds what several share. The work itself is done by the course's
-steps, the learner tools and the demo. Slow imports (nbgrader, Dask, the sandbox) happen inside
+steps and the learner tools. Slow imports (nbgrader, Dask, the sandbox) happen inside
 ``run``, so that each subcommand pays only for its own.
 """
 
@@ -31,7 +30,6 @@ from autograder.cli import (
     autograde,
     close,
     collect,
-    demo,
     exercises,
     export,
     feedback,
@@ -55,7 +53,6 @@ SUBCOMMANDS = (
     audit,
     similarity,
     selfcheck,
-    demo,
     hub,
 )
 

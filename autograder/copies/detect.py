@@ -5,7 +5,7 @@ After a chapter is graded, :func:`check_chapter` compares each learner's solutio
 
 * the course's own implementations (:func:`course_sources`): every definition of
   ``transformer_ref``, every solution cell of ``solutions/`` and every definition of
-  ``autograder/demo/tutorial_style.py``, the second working implementation the course ships;
+  :mod:`autograder.tutorial_style`, the second working implementation the course ships;
 * the same cell of every other learner of the chapter in the course folder.
 
 The code is normalised first (:mod:`autograder.copies.normalise`: names, comments,
@@ -57,14 +57,17 @@ from autograder.copies.pairs import (
 from autograder.copies.report import write_report
 from autograder.copies.written import written
 from autograder.course import ROOT, Course
+from autograder.exercises.reach import module_file
 from autograder.flags import Flag, read_flags, write_flags
 from autograder.notebook import cell_source, grade_id, solution_cells
+from autograder.tutorial_style import COPY_SOURCES
 
-# The course's implementations beside transformer_ref and the solution notebooks. The other
-# modules of autograder/demo are not among them: the mutants, own_work, honest_styles and
-# literal_followers stand for learners' own work (the sample class and the calibration are
-# made of them).
-DEMO_IMPLEMENTATIONS = ("autograder/demo/tutorial_style.py",)
+# The course's implementations beside transformer_ref and the solution notebooks, as files of
+# this installation relative to it (autograder.tutorial_style names them). The fixtures of
+# tests/fixtures are not among them: the mutants, own_work, honest_styles and literal_followers
+# stand for learners' own work (the sample class and the calibration are made of them).
+TUTORIAL_STYLE_FILES = tuple(module_file(name).relative_to(ROOT).as_posix()
+                             for name in COPY_SOURCES)
 # The two forms code is compared in.
 FORMS = {NORMALISED: normalise, WRITTEN: written}
 
@@ -101,7 +104,7 @@ def solution_sources(notebook: Path, owner: str) -> list[Code]:
 def _source_files(root: Path) -> list[tuple[Path, str]]:
     """``(path, name)`` of the files holding the course's implementations."""
     files = sorted((ROOT / "transformer_ref").rglob("*.py")) + [
-        ROOT / name for name in DEMO_IMPLEMENTATIONS]
+        ROOT / name for name in TUTORIAL_STYLE_FILES]
     found = [(path, path.relative_to(ROOT).as_posix()) for path in files]
     return found + [(path, path.relative_to(root).as_posix())
                     for path in sorted(root.glob("solutions/ch*/ch*.ipynb"))]
@@ -109,7 +112,7 @@ def _source_files(root: Path) -> list[tuple[Path, str]]:
 
 def course_sources(course: Course) -> list[Code]:
     """The course's own implementations, one :class:`Code` per definition (and per method)
-    in each form: ``transformer_ref``'s modules and :data:`DEMO_IMPLEMENTATIONS` of this
+    in each form: ``transformer_ref``'s modules and :data:`TUTORIAL_STYLE_FILES` of this
     installation, and every unit of the solution cells of ``<root>/solutions``. Kept in memory
     while the files are unchanged (the Formgrader's autograde checks the class after each
     learner)."""
@@ -330,7 +333,7 @@ def _copied_reason(pair: Pair, report: str) -> str:
     text = (f"{pair.cell}: {pair.similarity:.0%} of the course's own code in {where} is in "
             f"this answer ({pair.tokens} tokens in common, {HOW[pair.learner.form]}). Compare "
             f"them side by side in {report}.")
-    if pair.other.owner in DEMO_IMPLEMENTATIONS:
+    if pair.other.owner in TUTORIAL_STYLE_FILES:
         text += (" That file follows the structure of public tutorials, so code taken from "
                  "such a tutorial matches it as well.")
     return text + " Flags of copy detection never change a score."

@@ -25,7 +25,7 @@ COPIED_REFERENCE, SIMILAR_SUBMISSIONS = "copied_reference", "similar_submissions
 # :mod:`autograder.copies.written`).
 NORMALISED, WRITTEN = "normalised", "written"
 # Exercises whose text dictates their code line by line: an honest answer of the calibration
-# (a learner who follows the text to the letter, in autograder/demo/literal_followers.py, or
+# (a learner who follows the text to the letter, in tests/fixtures/literal_followers.py, or
 # any other honest answer: chapter 11's sampling loop as a mutant writes it, a small module of
 # chapter 8's mutants shaped like the course's Generator) reaches the threshold in normalised
 # form, against the course's code or another honest answer, so that form is no evidence

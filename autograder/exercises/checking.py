@@ -287,7 +287,8 @@ def learner_location(error: BaseException) -> dict[str, Any] | None:
 
     In a learner's sandboxed process that line comes with the error (``learner_line``);
     for a local function it is the innermost frame outside Python's libraries and the
-    course's own packages (the mutants of :mod:`autograder.demo` count as learner code).
+    course's own packages (the tutorial-style code of :mod:`autograder.tutorial_style`, which
+    the tests grade, counts as learner code).
     """
     where = getattr(error, "learner_line", None)
     if isinstance(where, dict):
@@ -312,8 +313,9 @@ def _is_learner_file(filename: str) -> bool:
     path = Path(filename).resolve()
     if str(path).startswith(_LIBRARIES) or "site-packages" in path.parts:
         return False
-    demo = _COURSE / "autograder" / "demo"
-    return path.is_relative_to(demo) or not any(path.is_relative_to(p) for p in _NOT_LEARNER)
+    tutorial_style = _COURSE / "autograder" / "tutorial_style"
+    return (path.is_relative_to(tutorial_style)
+            or not any(path.is_relative_to(p) for p in _NOT_LEARNER))
 
 
 def describe_location(error: BaseException) -> str:

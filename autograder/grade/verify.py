@@ -225,11 +225,11 @@ def course_folder(modules: Iterable[str]) -> Path:
 
 
 # Parts of the course a notebook's own cells never import (the grading steps, collecting,
-# grading, copy detection, nbgrader's hooks, the sandbox, the sample class and its mutants); the
-# rest is what the kernel gets.
+# grading, copy detection, nbgrader's hooks, the sandbox, the tutorial-style implementations);
+# the rest is what the kernel gets.
 KERNEL_LEAVES_OUT = ("autograder/steps", "autograder/collect", "autograder/grade",
                      "autograder/copies", "autograder/nbgrader_hooks", "autograder/sandbox",
-                     "autograder/demo", "autograder/course")
+                     "autograder/tutorial_style", "autograder/course")
 
 
 @functools.cache

@@ -1,5 +1,5 @@
 """The honest answers that calibrate copy detection are correct: they pass the visible and the
-hidden checks (see autograder/demo/honest_styles.py and literal_followers.py)."""
+hidden checks (see tests/fixtures/honest_styles.py and literal_followers.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from autograder import grade_function
 from autograder.copies.pairs import DICTATED
-from autograder.demo.honest_styles import HONEST, Honest, honest_source
 from autograder.exercises.registry import get_exercise
+from tests.fixtures.honest_styles import HONEST, Honest, honest_source
 
 
 def graded(entry: Honest) -> Any:

@@ -9,9 +9,9 @@ import pytest
 from hidden_only import hidden_only_failure
 
 from autograder import exercises, grade_function
-from autograder.demo.mutants import Mutant, all_mutants
 from autograder.exercises.checking import SECRET_ENV
 from autograder.exercises.registry import CheckResult
+from tests.fixtures.mutants import Mutant, all_mutants
 
 MUTANTS = all_mutants()
 EVERY_SECRET = [m for m in MUTANTS if m.every_secret]

@@ -11,7 +11,9 @@ import nbformat
 import pytest
 
 from autograder import grade_function
-from autograder.demo.sample_class import (
+from autograder.exercises.registry import all_exercises
+from autograder.grade.audit import audit_notebook
+from tests.fixtures.sample_class import (
     CHAPTERS,
     HONEST_KINDS,
     LEARNERS,
@@ -19,8 +21,6 @@ from autograder.demo.sample_class import (
     compare,
     read_expected,
 )
-from autograder.exercises.registry import all_exercises
-from autograder.grade.audit import audit_notebook
 
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 
@@ -151,7 +151,7 @@ END_TO_END = ("finn", "gus", "hana", "ivy", "jack", "kim", "lee", "mo")
 def test_the_pipeline_grades_the_class_as_expected(tmp_path, monkeypatch) -> None:
     """Release, collect, autograde with 2 workers, feedback, grades CSV and audit, in a
     temporary course; every score and flag agrees with expected.csv."""
-    from autograder.demo.demo import run_demo, table
+    from tests.fixtures.demo import run_demo, table
 
     monkeypatch.setenv("AUTOGRADER_SECRET", "sample-class-test-secret")
     assert set(END_TO_END) <= set(LEARNERS)

@@ -1,6 +1,7 @@
 """Code structured the way well-known tutorials structure it gets the right verdict and a
-message in its own terms (see autograder/demo/tutorial_style.py), in both modes, and is never
-rejected by a rule that only the hidden checks apply."""
+message in its own terms (see autograder/tutorial_style/implementations.py and the catalogue
+tests/fixtures/tutorial_style.py), in both modes, and is never rejected by a rule that only the
+hidden checks apply."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import pytest
 from hidden_only import hidden_only_failure
 
 from autograder import exercises, grade_function
-from autograder.demo import tutorial_style
-from autograder.demo.mutants import Mutant
-from autograder.demo.tutorial_style import TUTORIAL_STYLE
 from autograder.exercises.checking import SECRET_ENV
+from autograder.tutorial_style import implementations as tutorial_style
+from tests.fixtures.mutants import Mutant
+from tests.fixtures.tutorial_style import TUTORIAL_STYLE
 
 PYTORCH_EXERCISES = [e for e in exercises() if e.split(".")[0] >= "ch07"]
 # Judged under 20 secrets: the entries marked so, and the layouts and the NumPy code that the

@@ -12,11 +12,11 @@ import pytest
 
 from autograder import grade_function
 from autograder.course import CHAPTERS
-from autograder.demo.mutants import all_mutants
 from autograder.exercises.checking import CHECKS_ENV
 from autograder.exercises.registry import all_exercises
 from autograder.learner.remote_check import CheckingServiceError, remote_check
 from autograder.steps.view import ChapterStates, plan_view, write_view
+from tests.fixtures.mutants import all_mutants
 
 MUTANTS = all_mutants()
 

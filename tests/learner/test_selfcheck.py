@@ -10,8 +10,6 @@ import nbformat
 import pytest
 
 from autograder.course import ROOT
-from autograder.demo.mutants import all_mutants
-from autograder.demo.sample_class import BUGS, load_chapter, work
 from autograder.learner.selfcheck import (
     ExerciseOutcome,
     SelfCheckReport,
@@ -19,6 +17,8 @@ from autograder.learner.selfcheck import (
     run_selfcheck,
 )
 from autograder.notebook import strip_hidden_tests
+from tests.fixtures.mutants import all_mutants
+from tests.fixtures.sample_class import BUGS, load_chapter, work
 
 CHAPTER = "ch02_attention"
 SOURCE = ROOT / "solutions" / CHAPTER / f"{CHAPTER}.ipynb"

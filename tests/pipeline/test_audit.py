@@ -9,10 +9,10 @@ import pytest
 
 from autograder.cli import main as cli_main
 from autograder.course import ROOT, Course
-from autograder.demo.sample_class import ALTERNATIVES, mutant_source
 from autograder.grade import audit
 from autograder.grade.audit import Finding, audit_file, audit_notebook
 from autograder.steps.release import chapters_in
+from tests.fixtures.sample_class import ALTERNATIVES, mutant_source
 
 CHAPTERS = chapters_in(Course.of(ROOT))
 
@@ -29,7 +29,8 @@ CASES = [
     ("import autograder\nautograder.check = print", 2, audit.MONKEYPATCH),
     ("x = 1\ndef check(*args):\n    pass", 2, audit.MONKEYPATCH),
     ("x = 1\nfrom autograder.exercises import registry as r", 2, audit.GRADER_ACCESS),
-    ("x = 1\nfrom autograder.demo.mutants.ch02 import softmax_loop", 2, audit.GRADER_ACCESS),
+    ("x = 1\nfrom autograder.tutorial_style.implementations import numpy_softmax", 2,
+     audit.GRADER_ACCESS),
     ("x = 1\nfrom transformer_ref.np_attention import softmax", 2, audit.REFERENCE),
     ("x = 1\nfrom transformer_ref.np_attention import softmax as s", 2, audit.REFERENCE),
     ("import transformer_ref.np_attention as ref\nsoftmax = ref.softmax", 2, audit.REFERENCE),

@@ -27,8 +27,6 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from autograder.cli import main
 from autograder.collect.sources import collect
 from autograder.course import ROOT, Course
-from autograder.demo.demo import prepare_course
-from autograder.demo.sample_class import NUMPY_CHAPTERS, build_class
 from autograder.grade import cluster, workers
 from autograder.grade.cluster import (
     grading_client,
@@ -41,6 +39,9 @@ from autograder.grade.gradebook import read_scores
 from autograder.grade.run import _finished, autograde
 from autograder.grade.workers import check_workers, on_one_thread, versions
 from autograder.steps.report import export_csv
+from tests.fixtures import demo
+from tests.fixtures.demo import prepare_course
+from tests.fixtures.sample_class import NUMPY_CHAPTERS, build_class
 
 # Honest work in both chapters, a cheat, honest work beside a cheat, a broken file beside
 # honest work, and an empty file: every way a grade is made. The two NumPy chapters of the
@@ -170,11 +171,9 @@ def test_a_real_cluster_grades_the_class_as_the_local_one(sample, undisturbed, d
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_demo_grades_on_a_real_cluster(dask_cluster, tmp_path):
-    """`python -m autograder demo --scheduler ADDRESS` (here two learners of its class):
+    """`python -m tests.fixtures.demo --scheduler ADDRESS` (here two learners of its class):
     every grade as expected, on the cluster's workers."""
-    from autograder.demo.demo import run_demo
-
-    result = run_demo(tmp_path / "demo", scheduler=dask_cluster, learners=("kim", "mo"))
+    result = demo.run_demo(tmp_path / "demo", scheduler=dask_cluster, learners=("kim", "mo"))
     assert result.comparison.ok, result.comparison.problems
     graded = {(r.learner, r.chapter) for r in result.rows}
     assert graded == {("kim", CH02), ("kim", CH05), ("mo", CH02)}
@@ -483,10 +482,11 @@ def test_cli_grades_on_one_kind_of_cluster(monkeypatch, free_port, tmp_path, cap
     monkeypatch.setattr(workers, "CONNECT_TIMEOUT_S", 2)
     where = ["--root", str(tmp_path), "--course-dir", str(tmp_path / "course")]
     # Also with the default's value (argparse's exclusion misses an option given its default).
-    for command, jobs in (("autograde", "1"), ("autograde", "2"), ("demo", "2")):
+    for run, args in ((main, ["autograde", "ch02", *where, "--jobs", "1"]),
+                      (main, ["autograde", "ch02", *where, "--jobs", "2"]),
+                      (demo.main, ["--jobs", "2"])):
         with pytest.raises(SystemExit):
-            main([command, *(["ch02", *where] if command == "autograde" else []), "--jobs",
-                  jobs, "--scheduler", "tcp://127.0.0.1:1"])
+            run([*args, "--scheduler", "tcp://127.0.0.1:1"])
         assert "not allowed with argument" in capsys.readouterr().err
     nowhere = f"tcp://127.0.0.1:{free_port()}"
     assert main(["autograde", "ch02", "--scheduler", nowhere, *where]) == 1

@@ -34,6 +34,7 @@ from autograder.grade.workers import check_sandboxes
 from autograder.sandbox import launcher
 from autograder.sandbox.launcher import GraderFaultError, Limits
 from autograder.steps.release import generate
+from tests.fixtures import demo
 
 CH = "ch02_attention"
 STUDENTS = ("alice", "bob")
@@ -135,7 +136,7 @@ def test_a_cluster_whose_workers_cannot_start_a_sandbox_is_refused(broken):
 
 
 def test_the_demo_stops_before_it_starts(broken, tmp_path, capsys):
-    assert main(["demo", "--out", str(tmp_path / "demo")]) == 1
+    assert demo.main(["--out", str(tmp_path / "demo")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("demo failed: the grader cannot grade") and CAUSE in err
     assert not (tmp_path / "demo").exists()

@@ -20,12 +20,12 @@ from autograder.copies.normalise import normalise
 from autograder.copies.pairs import COPIED_REFERENCE, DICTATED, MIN_TOKENS, SIMILAR_SUBMISSIONS
 from autograder.copies.written import written
 from autograder.course import ROOT, Course
-from autograder.demo.copies import FORMS
-from autograder.demo.honest_styles import HONEST, honest_source
-from autograder.demo.sample_class import HONEST_KINDS, build_class
 from autograder.exercises.registry import get_exercise
 from autograder.flags import Flag, read_flags, write_flags
 from autograder.notebook import cell_source, grade_id, solution_cells
+from tests.fixtures.copies import FORMS
+from tests.fixtures.honest_styles import HONEST, honest_source
+from tests.fixtures.sample_class import HONEST_KINDS, build_class
 
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 

@@ -30,12 +30,14 @@ from autograder.steps.view import (
     write_view,
 )
 
-# Never in a learner's view: the checks and what they build answers from, the sample class and
-# its mutants, the tutorial-style code, the grading pipeline and the sandbox's grader side.
+# Never in a learner's view: the checks and what they build answers from, the fixtures (the
+# sample class and its mutants), the tutorial-style code, the grading pipeline and the sandbox's
+# grader side.
 NEVER = ("autograder.exercises.checks.", "autograder.exercises.layer_variants",
          "autograder.exercises.beam_variants", "autograder.exercises.torch_checking",
-         "autograder.demo", "autograder.steps", "autograder.collect", "autograder.grade",
-         "autograder.copies", "autograder.nbgrader_hooks", "autograder.sandbox.client",
+         "autograder.tutorial_style", "tests", "autograder.steps", "autograder.collect",
+         "autograder.grade", "autograder.copies", "autograder.nbgrader_hooks",
+         "autograder.sandbox.client",
          "autograder.sandbox.launcher", "autograder.hub", "solutions")
 
 

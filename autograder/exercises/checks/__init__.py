@@ -48,5 +48,5 @@ The chapter prefix ("ch02") selects the chapter id ("ch02_attention") through
 this package the first time it is asked for an exercise.
 
 Mutants (buggy and valid implementations that tests run through these checks) live in
-:mod:`autograder.demo.mutants`, whose docstring shows how a chapter lists them.
+:mod:`tests.fixtures.mutants`, whose docstring shows how a chapter lists them.
 """

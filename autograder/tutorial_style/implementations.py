@@ -7,9 +7,9 @@ Annotated Transformer (Harvard NLP), pytorch-seq2seq (Ben Trevett), Dive into De
 Hugging Face's GPT-2, and the NumPy attention of the explanations the course builds on (scores
 divided by ``np.sqrt(d_k)``). Learners bring exactly such code, so the checks must judge it
 right and, where it differs from the course's contract, say how in terms of the tutorial's own
-choices. ``tests/demo/test_tutorial_style.py`` grades every entry of :data:`TUTORIAL_STYLE` (at
-least one per PyTorch exercise) in visible and hidden mode and checks its verdict and message;
-entries marked ``every_secret`` also under 20 values of ``AUTOGRADER_SECRET``.
+choices. The tests grade each of them (the catalogue ``TUTORIAL_STYLE`` of
+``tests/fixtures/tutorial_style.py``, at least one per PyTorch exercise) in visible and hidden
+mode and check its verdict and message.
 """
 
 from __future__ import annotations
@@ -22,9 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from autograder.demo.mutants import Mutant
-from autograder.demo.mutants.ch07 import StdLayerNorm
-from autograder.demo.mutants.ch11 import LanguageModelParts
+from autograder.tutorial_style.parts import LanguageModelParts, StdLayerNorm
 from transformer_ref.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_ref.masks import subsequent_mask
 from transformer_ref.modules import (
@@ -882,74 +880,3 @@ class HuggingFacePastKeyValues:
         self.past_key_values = tuple(
             tuple(past_state.index_select(0, beam_idx) for past_state in layer_past)
             for layer_past in self.past_key_values)
-
-
-TUTORIAL_STYLE = [
-    Mutant("ch02.scaled_dot_product_attention", "NumPy, divided by np.sqrt(d_k)",
-           sqrt_scaled_dot_product_attention, True, note="np.sqrt(d_k)"),
-    Mutant("ch04.multi_head_attention", "NumPy, divided by np.sqrt(d_k)",
-           sqrt_multi_head_attention, True, note="np.sqrt(d_k)"),
-    Mutant("ch07.multi_head_attention", "Annotated Transformer: attention() and a loop over "
-           "the projections", AnnotatedMultiHeadedAttention, True),
-    Mutant("ch07.multi_head_attention", "UvA: one qkv projection of the input",
-           UvaMultiheadAttention, False, "does not depend on key and value"),
-    Mutant("ch07.positionwise_feed_forward", "Annotated Transformer",
-           AnnotatedPositionwiseFeedForward, True),
-    Mutant("ch07.positionwise_feed_forward", "minGPT: GELU, dropout after the projection",
-           MinGptMlp, False, "tanh approximation"),
-    Mutant("ch07.positional_encoding", "Annotated Transformer: exp-log frequencies",
-           AnnotatedPositionalEncoding, True),
-    Mutant("ch07.positional_encoding", "d2l: the table P by broadcasting",
-           D2lPositionalEncoding, True),
-    Mutant("ch07.encoder_layer", "Annotated Transformer: pre-LN sublayer connections and its "
-           "LayerNorm", AnnotatedEncoderLayer, False, "3 differences at once"),
-    Mutant("ch07.encoder_layer", "pytorch-seq2seq: post-LN with named layer norms",
-           Seq2SeqEncoderLayer, True),
-    Mutant("ch07.encoder_layer", "d2l: AddNorm holds the dropout, an FFN without dropout",
-           D2lEncoderBlock, True),
-    Mutant("ch07.encoder_layer", "UvA: attention without dropout, dropout inside linear_net",
-           UvaEncoderBlock, True),
-    Mutant("ch07.encoder_layer", "UvA, with a dropout on the attention's output too",
-           UvaEncoderBlockDroppingAttention, False, "at an accepted place"),
-    Mutant("ch08.shift_right", "d2l: BOS column and concatenation", d2l_shift_right, True),
-    Mutant("ch08.make_tgt_mask", "Annotated Transformer: (B, T, T) mask",
-           annotated_make_tgt_mask, False, "the head axis is missing"),
-    Mutant("ch08.make_tgt_mask", "pytorch-seq2seq: unsqueeze and tril", seq2seq_make_trg_mask,
-           True),
-    Mutant("ch08.embeddings", "Annotated Transformer", AnnotatedEmbeddings, True),
-    Mutant("ch08.decoder_layer", "Annotated Transformer: pre-LN sublayer connections",
-           AnnotatedDecoderLayer, False, "differences at once"),
-    Mutant("ch08.decoder_layer", "pytorch-seq2seq: post-LN, pre-LN added",
-           Seq2SeqDecoderLayer, True),
-    Mutant("ch08.make_model", "Annotated Transformer: the paper's arguments only",
-           annotated_make_model, False, "make_model must accept the arguments of"),
-    Mutant("ch09.label_smoothing_loss", "Annotated Transformer: KLDivLoss",
-           AnnotatedLabelSmoothing, False, "KL divergence"),
-    Mutant("ch09.noam_rate", "Annotated Transformer: rate()", annotated_rate, True),
-    Mutant("ch09.greedy_decode", "Annotated Transformer: max_len - 1 steps, no stop at EOS",
-           annotated_greedy_decode, False, "max_len tokens, EOS included"),
-    Mutant("ch09.greedy_decode", "pytorch-seq2seq: translate_sentence",
-           seq2seq_greedy_decode, True),
-    Mutant("ch10.beam_search", "a list of finished hypotheses", finished_list_beam_search,
-           False, "moved out of the beam"),
-    Mutant("ch10.translate_batched", "RNN packing tutorials: longest first, pad_sequence",
-           packing_style_translate_batched, True),
-    Mutant("ch11.decoder_only_block", "nanoGPT: a fused qkv c_attn, is_causal, resid_dropout in "
-           "the attention and the MLP, the course's names", NanoGptBlock, True,
-           every_secret=True),
-    Mutant("ch11.decoder_only_block", "minGPT: the attention written out, attn_dropout and "
-           "resid_dropout", MinGptBlock, True, every_secret=True),
-    Mutant("ch11.decoder_only_block", "nanoGPT's own names: ln_1, attn, ln_2, mlp",
-           NanoGptNamedBlock, False, "ln_1 -> norm1", every_secret=True),
-    Mutant("ch11.decoder_only_block", "nanoGPT's MLP: GELU", NanoGptMlpBlock, False, "GELU",
-           every_secret=True),
-    Mutant("ch11.language_model", "nanoGPT: unscaled wte + wpe", NanoGptModel, False,
-           "sqrt(d_model)", every_secret=True),
-    Mutant("ch11.language_model", "minGPT: drop(tok_emb + pos_emb), its blocks", MinGptModel, True,
-           every_secret=True),
-    Mutant("ch11.sample", "nanoGPT's generate, Hugging Face's top-p", nanogpt_generate, True,
-           every_secret=True),
-    Mutant("ch11.sample", "llama2.c's sample_topp", llama2c_sample, True, every_secret=True),
-    Mutant("ch11.key_value_cache", "Hugging Face GPT-2: past_key_values and _reorder_cache",
-           HuggingFacePastKeyValues, True, every_secret=True),
-]
