@@ -13,8 +13,9 @@ same rule (:attr:`~autograder.exercises.registry.CheckResult.rule`: no rule appl
 mode only), and when ``hint`` is given the failure message must contain that substring.
 ``valid=True`` marks a correct alternative that both modes must accept; when ``note`` is given,
 with a note (advice that costs no points) that contains it. ``every_secret=True`` asks for more: the
-verdict (and the hint) must hold in hidden mode under each of 20 values of
-``AUTOGRADER_SECRET``, so that the check catches the bug whatever the random draws.
+verdict (and the hint) must hold in hidden mode under many values of ``AUTOGRADER_SECRET``
+(``tests/class_secrets.py``: each of 20, or 8 of them for a bug whose exercise has three or more
+such bugs, which share the 20 out), so that the check judges it whatever the random draws.
 ``tests/demo/test_mutants.py`` runs every mutant returned by :func:`all_mutants` through
 :func:`autograder.grade_function`.
 """
@@ -39,7 +40,8 @@ class Mutant:
         fn: the implementation, with the exercise's signature.
         valid: True for a correct alternative, False for a bug.
         hint: for bugs, a substring the failure message must contain (None: no requirement).
-        every_secret: judged under 20 hidden secrets too, not only under the default one.
+        every_secret: judged under many hidden secrets too, not only under the default one
+            (``tests/class_secrets.py``).
         note: for valid alternatives, a substring of the note the passing message must hold
             (None: it passes without a note).
     """
