@@ -92,8 +92,12 @@ proxy:
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# --dist loadfile: each test file runs on one worker, which builds its module fixtures (a graded
+# class, a server) once; with the default (--dist load) a file's tests were spread over both
+# workers and each built its own. --dist loadgroup would be finer, but with pytest 9.2 it
+# silently groups nothing (pytest-dev/pytest-xdist#1386).
 test: lint browser proxy
-	$(BIN)/python -m pytest -n $(JOBS)
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile
 
 # The browser tests (tests/test_browser.py) drive JupyterLab with Debian's Chromium, never a
 # downloaded one. Install it where we can (root with apt-get); otherwise, or if the install

@@ -467,7 +467,7 @@ MAKE_RECIPES = {
     "install": [],
     "lab": [jupyter_lab(["learner"], "notebooks")],
     "instructor": [jupyter_lab(["instructor", "learner"], ".")],
-    "test": [".venv/bin/ruff check .", ".venv/bin/python -m pytest -n 2"],
+    "test": [".venv/bin/ruff check .", ".venv/bin/python -m pytest -n 2 --dist loadfile"],
     "release": [".venv/bin/python -m autograder release"],
     "hub": ['TRANSFORMER_HUB_STATE="build/hub" .venv/bin/jupyterhub -f '
             "autograder/hub/jupyterhub_config.py --JupyterHub.bind_url=http://127.0.0.1:8000"],

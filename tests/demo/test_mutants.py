@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from class_secrets import secrets_for
 from hidden_only import hidden_only_failure
 
 from autograder import exercises, grade_function
@@ -15,7 +16,6 @@ from tests.fixtures.mutants import Mutant, all_mutants
 
 MUTANTS = all_mutants()
 EVERY_SECRET = [m for m in MUTANTS if m.every_secret]
-SECRETS = [f"secret number {i}" for i in range(20)]
 
 
 def judged(mutant: Mutant, result: CheckResult, mode: str) -> None:
@@ -43,11 +43,12 @@ def test_mutant_is_judged_correctly(mutant: Mutant):
 
 @pytest.mark.parametrize("mutant", EVERY_SECRET, ids=[m.id for m in EVERY_SECRET])
 def test_mutant_is_judged_correctly_under_every_secret(mutant: Mutant, monkeypatch):
-    """Hidden inputs follow AUTOGRADER_SECRET; these bugs fail, with their hint and by a rule
-    the visible checks apply too, whatever it is (one test per mutant, so that the secrets of
-    several run in parallel)."""
+    """Hidden inputs follow AUTOGRADER_SECRET; these mutants are judged right whatever it is:
+    the bugs fail, with their hint and by a rule the visible checks apply too, the valid
+    alternatives pass (secrets: tests/class_secrets.py; one test per mutant, so that the secrets
+    of several run in parallel)."""
     visible = grade_function(mutant.exercise, mutant.fn, hidden=False)
-    for secret in SECRETS:
+    for secret in secrets_for(mutant, EVERY_SECRET):
         monkeypatch.setenv(SECRET_ENV, secret)
         result = grade_function(mutant.exercise, mutant.fn, hidden=True)
         judged(mutant, result, f"AUTOGRADER_SECRET={secret!r}")

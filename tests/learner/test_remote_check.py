@@ -1,9 +1,10 @@
 """The class's checking service: the same verdicts and messages as the checks run in the
-notebook, for every exercise's reference and every mutant, with the learner's function in the
-learner's own process and the checks in the service's."""
+notebook, for every exercise's reference and a seeded choice of its mutants, with the learner's
+function in the learner's own process and the checks in the service's."""
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -19,11 +20,27 @@ from autograder.steps.view import ChapterStates, plan_view, write_view
 from tests.fixtures.mutants import all_mutants
 
 MUTANTS = all_mutants()
+# tests/demo/test_mutants.py judges every mutant in process, and the wire between a kernel and
+# the service is the grader's own (tests/sandbox/). What this test adds is that the service,
+# calling the learner's function over it, gives the notebook's verdict, message and notes for
+# each exercise: its reference, two of its bugs and one of its valid alternatives show that, a
+# seeded choice (the same in every run) at a third of the time of every mutant.
+SAMPLE_SEED = 31
+BUGS_PER_EXERCISE = 2
 
 
 def _cases(chapter: str) -> list[tuple[str, object]]:
-    cases = [(e.id, e.load_reference()) for e in all_exercises() if e.chapter == chapter]
-    return cases + [(m.exercise, m.fn) for m in MUTANTS if m.exercise[:4] == chapter[:4]]
+    """(exercise id, function) for each exercise of ``chapter``: its reference, then sampled
+    mutants."""
+    choose = random.Random(f"{SAMPLE_SEED} {chapter}")
+    cases = []
+    for exercise in (e for e in all_exercises() if e.chapter == chapter):
+        mine = [m for m in MUTANTS if m.exercise == exercise.id]
+        bugs = choose.sample([m for m in mine if not m.valid], BUGS_PER_EXERCISE)
+        alternative = choose.choice([m for m in mine if m.valid])
+        cases += [(exercise.id, exercise.load_reference())]
+        cases += [(m.exercise, m.fn) for m in [*bugs, alternative]]
+    return cases
 
 
 @pytest.mark.slow
