@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from autograder.demo.mutants import Mutant
+from tests.fixtures.mutants import Mutant
 
 SECRETS = [f"secret number {i}" for i in range(20)]
 SECRETS_PER_BUG = 8

@@ -163,7 +163,8 @@ def test_plain_nbgrader_stops_and_records_nothing(course, setup, expected):
     result = subprocess.run(
         [sys.executable, "-c", NBGRADER.format(setup=setup), "autograde", CH, "--force"],
         cwd=root, capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent),
+        # This module is imported there too, and it imports the fixtures from the repository.
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), str(ROOT),
                                                           os.environ.get("PYTHONPATH", "")])))
     log = result.stdout + result.stderr
     assert result.returncode == 1, log
