@@ -53,6 +53,7 @@ from typing import Any
 
 import nbformat
 
+import transformer_ref
 from autograder.course import CHAPTERS, Course
 from autograder.exercises.registry import UnknownExerciseError, get_exercise
 from autograder.notebook import cell_source, exercise_cells
@@ -207,10 +208,9 @@ def _course_part(text: str) -> str | None:
                  if part.lower() in _COURSE_FOLDERS or _COURSE_FILES.fullmatch(part)), None)
 
 
-# Modules that gather the reference's parts under one name (see transformer_ref.modules).
-REFERENCE_GATHERINGS = ("transformer_ref", "transformer_ref.np_attention",
-                        "transformer_ref.np_layers", "transformer_ref.masks",
-                        "transformer_ref.decoding", "transformer_ref.modules")
+# Modules that gather the reference's parts under one name: the package and its gatherers.
+REFERENCE_GATHERINGS = (transformer_ref.__name__,
+                        *(module.__name__ for module in transformer_ref.GATHERING_MODULES))
 
 
 def _exercise_references(exercise_ids: Iterable[str]) -> set[str]:
