@@ -76,6 +76,8 @@ def self_step(step: str, args: argparse.Namespace) -> list[str]:
 
 
 # --------------------------------------------------------------------------- in-process steps
+# Each step imports torch and the course when it runs, in its own process: the process that
+# runs the steps holds no CUDA context of its own.
 
 
 def environment(args: argparse.Namespace) -> dict[str, Any]:
