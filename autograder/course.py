@@ -76,12 +76,11 @@ class Course:
     folder: Path
 
     @classmethod
-    def of(cls, root: str | os.PathLike | None = None,
-           course_dir: str | os.PathLike | None = None) -> Course:
-        """The course at ``root`` (default: this repository) whose course folder is
-        ``course_dir`` (default: ``<root>/autograder/course``). Paths are taken as given;
+    def of(cls, root: str | os.PathLike, course_dir: str | os.PathLike | None = None) -> Course:
+        """The course at ``root`` (:data:`ROOT` for this repository's own) whose course folder
+        is ``course_dir`` (default: ``<root>/autograder/course``). Paths are taken as given;
         :meth:`resolved` makes them absolute."""
-        root = Path(ROOT if root is None else root)
+        root = Path(root)
         return cls(root, root / COURSE_FOLDER if course_dir is None else Path(course_dir))
 
     def resolved(self) -> Course:
@@ -142,14 +141,17 @@ class Course:
         return self.folder / "gradebook.db"
 
     @property
+    def db_url(self) -> str:
+        """The gradebook's SQLAlchemy address, as nbgrader opens it (an absolute path)."""
+        return f"sqlite:///{self.resolved().gradebook}"
+
+    @property
     def grades_csv(self) -> Path:
         """Where ``python -m autograder export`` writes by default."""
         return self.folder / "grades.csv"
 
 
-def course_config(
-    root: str | os.PathLike = ROOT, course_dir: str | os.PathLike | None = None
-) -> Config:
+def course_config(root: str | os.PathLike, course_dir: str | os.PathLike | None = None) -> Config:
     """The nbgrader configuration of the course.
 
     Args:
@@ -185,7 +187,7 @@ def _where_files_live(c: Config, course: Course) -> None:
     c.CourseDirectory.feedback_directory = below_root("feedback")
     c.CourseDirectory.solution_directory = below_root("solution")
     c.CourseDirectory.source_with_tests_directory = below_root("source_with_tests")
-    c.CourseDirectory.db_url = f"sqlite:///{course.gradebook}"
+    c.CourseDirectory.db_url = course.db_url
     c.CourseDirectory.ignore = list(IGNORED_FILES)
 
 
@@ -205,7 +207,9 @@ def _how_commands_run(c: Config) -> None:
     # with a class's secret, feedback without hidden tests, the CSV with flags, the course's
     # collect (zip_collect, which would bypass it, stops), the course's release (the gradebook
     # records the chapter), a feedback release that says what it released, and kernels that
-    # never see the grader's secret.
+    # never see the grader's secret. The classes are named, not imported: traitlets loads them
+    # when a command starts, and learners' kernels import this module without the grader's
+    # code (tests/pipeline/test_plain_nbgrader.py checks that each name loads its class).
     hooks = "autograder.nbgrader_hooks.commands"
     c.Autograde.exporter_class = f"{hooks}.SandboxedAutograde"
     c.Autograde.sanitize_preprocessors = []

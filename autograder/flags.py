@@ -12,7 +12,6 @@ collect flags, grading again replaces the grade flags and checking the class for
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,12 +41,8 @@ class Flag:
     reason: str
 
 
-def _flags_file(course_dir: str | os.PathLike, student: str, chapter: str) -> Path:
-    return Course.of(course_dir=course_dir).flags_file(student, chapter)
-
-
 def write_flags(
-    course_dir: str | os.PathLike, student: str, chapter: str, stage: str, flags: list[Flag]
+    course: Course, student: str, chapter: str, stage: str, flags: list[Flag]
 ) -> list[Flag]:
     """Replace the ``stage`` flags of one submission (the other stage's flags are kept).
 
@@ -56,7 +51,7 @@ def write_flags(
     """
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
-    path = _flags_file(course_dir, student, chapter)
+    path = course.flags_file(student, chapter)
     stored = _load(path)
     stored[stage] = [{"code": f.code, "cell": f.cell, "reason": f.reason} for f in flags]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,9 +67,9 @@ def _load(path: Path) -> dict[str, list[dict[str, str]]]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def read_flags(course_dir: str | os.PathLike, student: str, chapter: str) -> list[Flag]:
+def read_flags(course: Course, student: str, chapter: str) -> list[Flag]:
     """The flags of one submission, stage by stage: collect, grade, then feedback."""
-    return _flags_of(_load(_flags_file(course_dir, student, chapter)))
+    return _flags_of(_load(course.flags_file(student, chapter)))
 
 
 def _flags_of(stored: dict[str, list[dict[str, str]]]) -> list[Flag]:

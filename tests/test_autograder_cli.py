@@ -12,7 +12,7 @@ import pytest
 import autograder.steps.release
 from autograder import exercises
 from autograder.cli import main
-from autograder.course import Course
+from autograder.course import ROOT, Course
 from autograder.exercises.registry import get_exercise
 
 
@@ -36,7 +36,7 @@ def test_release_passes_chapter_ids_and_prints_progress(monkeypatch, capsys):
     def recording(course, chapters, progress, exchange):
         calls.append(chapters)
         assert exchange is None  # no --exchange: notebooks/ and the gradebook only
-        assert course == Course.of(None, None)
+        assert course == Course.of(ROOT).resolved()
         progress("[1/1] releasing ch02_attention ...")
         return chapters or []
 

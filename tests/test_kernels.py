@@ -7,7 +7,7 @@ import pytest
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 
-from autograder.course import course_config
+from autograder.course import ROOT, course_config
 from autograder.kernels import KernelWithoutSecret, ServerKernelWithoutSecret
 
 SECRET = "the-graders-own-secret-7f3a"
@@ -28,5 +28,5 @@ def test_kernel_managers_leave_the_secret_out(manager, monkeypatch):
 
 
 def test_nbgraders_kernels_are_the_secret_free_ones():
-    assert course_config().Execute.kernel_manager_class == (
+    assert course_config(ROOT).Execute.kernel_manager_class == (
         f"{KernelWithoutSecret.__module__}.{KernelWithoutSecret.__name__}")

@@ -153,6 +153,11 @@ STEPS = {
     "autograder.grade.store": ("store_outcome",),
     "autograder.grade.run": ("autograde",),
     "autograder.copies.detect": ("check_chapter", "after_grading", "course_sources"),
+    "autograder.steps.view": ("chapter_states", "plan_view", "release_problems", "view_folder",
+                              "refresh_view", "close_chapter", "check_class_release"),
+    "autograder.flags": ("write_flags", "read_flags"),
+    "autograder.grade.gradebook": ("open_gradebook", "ensure_chapter", "register_students",
+                                   "forget_ungraded", "save_grades", "read_scores"),
 }
 
 
@@ -176,3 +181,24 @@ def test_every_step_takes_the_course_first():
     missing = [f"{module}.{name}" for module, names in STEPS.items() for name in names
                if _first_parameters(known[module]).get(name, ("", False))[0] != "Course"]
     assert (late, missing) == ([], [])
+
+
+def _defaults_to_root(path: Path) -> list[str]:
+    """Functions of ``path`` with a parameter whose default is ``ROOT``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.FunctionDef):
+            defaults = [*node.args.defaults, *node.args.kw_defaults]
+            if any(isinstance(d, ast.Name) and d.id == "ROOT" for d in defaults if d):
+                found.append(node.name)
+    return found
+
+
+def test_no_function_falls_back_to_this_repositorys_course():
+    """A missing course must fail loudly, not act on the repository's own course folder: only
+    the command line's options default to this repository, once."""
+    known = modules()
+    quiet = [f"{module}.{name}" for module, path in known.items()
+             if module.startswith((*GRADING_SIDE, "autograder.course", "autograder.flags"))
+             for name in _defaults_to_root(path)]
+    assert quiet == []

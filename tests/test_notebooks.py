@@ -186,7 +186,8 @@ def view_kernel(chapter: str, folder: Path) -> str:
     Its name, with its kernelspec under ``folder/kernels`` (put ``folder`` on JUPYTER_PATH)."""
     k = CHAPTERS.index(chapter) + 1
     view = folder / "view"
-    write_view(plan_view(ChapterStates(frozenset(CHAPTERS[:k]), frozenset(CHAPTERS[:k - 1]))),
+    states = ChapterStates(frozenset(CHAPTERS[:k]), frozenset(CHAPTERS[:k - 1]))
+    write_view(plan_view(Course.of(ROOT), states),
                view)
     start = (f"import sys; sys.path[:0] = [{str(view)!r}, {sysconfig.get_paths()['purelib']!r}]; "
              "from ipykernel.kernelapp import launch_new_instance; launch_new_instance()")

@@ -25,8 +25,9 @@ import pytest
 
 import autograder.course
 from autograder.cli import main as autograder_main
-from autograder.course import COURSE_ID, course_config
+from autograder.course import COURSE_ID, Course, course_config
 from autograder.exercises.registry import CHAPTERS, all_exercises
+from autograder.grade.gradebook import open_gradebook
 from transformer_ref import train, translate
 from transformer_ref.data import tokenizer
 from transformer_ref.training.presets import Preset
@@ -658,15 +659,13 @@ def test_the_exchange_round_trip(tmp_path) -> None:
 
 def test_release_regenerates_a_chapter_and_the_gradebook(tmp_path, monkeypatch) -> None:
     """`python -m autograder release ch02` (what `make release` runs, for one chapter)."""
-    from nbgrader.api import Gradebook
-
     shutil.copytree(ROOT / "solutions" / CH02, tmp_path / "solutions" / CH02)
     # release() works on the repository; here on a copy, so notebooks/ stays as committed.
     monkeypatch.setattr(autograder.course, "ROOT", tmp_path)
     assert autograder_main(["release", "ch02"]) == 0
     released = tmp_path / "notebooks" / CH02 / f"{CH02}.ipynb"
     assert released.read_bytes() == RELEASE_CH02.read_bytes()
-    with Gradebook(course_config(tmp_path).CourseDirectory.db_url, COURSE_ID) as gradebook:
+    with open_gradebook(Course.of(tmp_path)) as gradebook:
         assert sorted(a.name for a in gradebook.assignments) == sorted(CHAPTERS.values())
 
 
@@ -674,7 +673,6 @@ def test_release_into_an_exchange_records_the_chapter_with_its_points(tmp_path) 
     """`python -m autograder release ch02 --exchange DIR` and the Formgrader's Release (nbgrader's
     release_assignment, which the course routes to the same function) each regenerate the
     chapter, record it in the gradebook with its points and put it in the exchange."""
-    from nbgrader.api import Gradebook
     from nbgrader.apps.api import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 
@@ -696,8 +694,7 @@ def test_release_into_an_exchange_records_the_chapter_with_its_points(tmp_path) 
             assert "the gradebook holds its points" in result["log"]
         outbound = exchange / COURSE_ID / "outbound" / CH02 / f"{CH02}.ipynb"
         assert outbound.read_bytes() == RELEASE_CH02.read_bytes(), way
-        with Gradebook(course_config(tmp_path, course).CourseDirectory.db_url,
-                       COURSE_ID) as gradebook:
+        with open_gradebook(Course.of(tmp_path, course)) as gradebook:
             assert gradebook.find_assignment(CH02).max_score == points, way
 
 

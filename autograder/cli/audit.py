@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from autograder.cli.options import chapter_or_all, course_of
+from autograder.course import ROOT
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,7 +66,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                         help="a chapter id (ch02_attention or ch02) or 'all' (the default), "
                              "then optional notebook files to audit instead of the submissions")
     parser.add_argument("--student", help="only this learner (or the name to print for PATHs)")
-    parser.add_argument("--root", type=Path, default=None,
+    parser.add_argument("--root", type=Path, default=ROOT,
                         help="course root holding notebooks/ (default: this repository)")
     parser.add_argument("--course-dir", type=Path, default=None,
                         help="the course folder holding submitted/ "

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConnectionError, ValueError, GraderFaultError) as exc:  # the grader cannot grade
         print(f"autograde failed: {exc}", file=sys.stderr)
         return 1
-    print(summary_table(rows, read_scores(course.config())))
+    print(summary_table(rows, read_scores(course)))
     for chapter in chapters:
         report = course.folder / "similarity" / f"{chapter}.html"
         if report.is_file():

@@ -6,8 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from autograder.cli.options import add_course_options, chapter_id
-from autograder.course import Course
+from autograder.cli.options import add_course_options, chapter_id, course_of
 
 
 def run(args: argparse.Namespace) -> int:
@@ -16,7 +15,7 @@ def run(args: argparse.Namespace) -> int:
 
     from autograder.steps.view import close_chapter, refresh_view, view_folder
 
-    course = Course.of(args.root, args.course_dir)
+    course = course_of(args)
     try:
         at = datetime.fromisoformat(args.at).astimezone() if args.at else None
     except ValueError:

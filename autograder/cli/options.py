@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autograder.course import Course
+from autograder.course import ROOT, Course
 from autograder.exercises.registry import CHAPTERS
 from autograder.sandbox.launcher import Limits
 
@@ -21,7 +21,7 @@ def chapter_id(text: str) -> str:
 
 
 def add_course_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--root", type=Path, default=None,
+    parser.add_argument("--root", type=Path, default=ROOT,
                         help="course root holding solutions/ and notebooks/ (default: this "
                              "repository)")
     parser.add_argument("--course-dir", type=Path, default=None,

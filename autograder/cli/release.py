@@ -6,8 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from autograder.cli.options import add_course_options, chapter_id
-from autograder.course import Course
+from autograder.cli.options import add_course_options, chapter_id, course_of
 
 
 def run(args: argparse.Namespace) -> int:
@@ -15,7 +14,7 @@ def run(args: argparse.Namespace) -> int:
     from autograder.steps.release import release
     from autograder.steps.view import view_folder
 
-    course = Course.of(args.root, args.course_dir)
+    course = course_of(args)
     try:
         chapters = release(course, args.chapters or None, exchange=args.exchange,
                            progress=lambda line: print(line, flush=True))

@@ -5,19 +5,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autograder.cli.options import add_course_options, chapter_id
-from autograder.course import Course
+from autograder.cli.options import add_course_options, chapter_id, course_of
 
 
 def run(args: argparse.Namespace) -> int:
     # Loaded when this subcommand runs: each pays only for its own imports.
     from autograder.steps.view import ChapterStates, chapter_states, plan_view, write_view
 
-    course = Course.of(args.root, args.course_dir)
+    course = course_of(args)
     states = chapter_states(course, args.exchange)
     released = set(args.released or states.released)
     closed = set(args.closed or ()) | states.closed
-    view = plan_view(ChapterStates(frozenset(released | closed), frozenset(closed)), course.root)
+    view = plan_view(course, ChapterStates(frozenset(released | closed), frozenset(closed)))
     write_view(view, args.out)
     print(f"{args.out}: the learners' view for released {sorted(released) or 'none'}, closed "
           f"{sorted(closed) or 'none'}; answers left out: {', '.join(sorted(view.hidden)) or '-'}")

@@ -76,7 +76,7 @@ def store(course: Course, candidates: list[Candidate], report: CollectReport) ->
         else:
             _write_submission(target, newest)
         report.taken.append(Taken(student, chapter, newest.origin, newest.timestamp, status))
-        write_flags(course.folder, student, chapter, "collect", flags)
+        write_flags(course, student, chapter, "collect", flags)
         if flags:
             report.flagged[(student, chapter)] = flags
 

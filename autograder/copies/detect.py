@@ -410,7 +410,7 @@ def check_chapter(
 def _store(course: Course, student: str, chapter: str, flags: list[Flag]) -> None:
     """Replace a learner's ``similarity`` flags (no file is created for none)."""
     if flags or course.flags_file(student, chapter).is_file():
-        write_flags(course.folder, student, chapter, "similarity", flags)
+        write_flags(course, student, chapter, "similarity", flags)
 
 
 def after_grading(course: Course, chapters: Iterable[str], summaries: list) -> list:
@@ -428,7 +428,7 @@ def after_grading(course: Course, chapters: Iterable[str], summaries: list) -> l
             warnings.warn(f"copy detection of {chapter} failed ({type(exc).__name__}: {exc}); "
                           f"the grades are stored. Run `python -m autograder similarity "
                           f"{chapter}` to check again", RuntimeWarning, stacklevel=2)
-    return [dataclasses.replace(s, flags=tuple(read_flags(course.folder, s.student, s.chapter)))
+    return [dataclasses.replace(s, flags=tuple(read_flags(course, s.student, s.chapter)))
             for s in summaries]
 
 

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from nbformat import NotebookNode
-from traitlets.config import Config
 
-from autograder.course import COURSE_ID, ensure_alembic_on_path
+from autograder.course import COURSE_ID, Course, ensure_alembic_on_path
 
 
 @contextmanager
@@ -33,13 +32,23 @@ def quiet_gradebook() -> Iterator[None]:
         yield
 
 
-def ensure_chapter(config: Config, chapter: str) -> bool:
-    """True when the gradebook knows the cells of ``chapter`` (recorded by its release)."""
+def open_gradebook(course: Course):
+    """nbgrader's ``Gradebook`` of ``course``, to use as a context manager; its folder is made
+    when missing (nbgrader creates the file, not the folder)."""
     # nbgrader takes a second to import: loaded when this runs, not with the module.
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import Gradebook
 
     ensure_alembic_on_path()
-    with Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
+    course.folder.mkdir(parents=True, exist_ok=True)
+    return Gradebook(course.db_url, COURSE_ID)
+
+
+def ensure_chapter(course: Course, chapter: str) -> bool:
+    """True when the gradebook knows the cells of ``chapter`` (recorded by its release)."""
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
+    from nbgrader.api import MissingEntry
+
+    with open_gradebook(course) as gradebook:
         try:
             notebook = gradebook.find_notebook(chapter, chapter)
         except MissingEntry:
@@ -56,27 +65,22 @@ def _named(gradebook, student: str) -> None:
         gradebook.update_or_create_student(student, last_name=student, first_name="")
 
 
-def register_students(config: Config, students: list[str]) -> None:
+def register_students(course: Course, students: list[str]) -> None:
     """Put ``students`` in the gradebook under their ids, unless it knows their names."""
-    # nbgrader takes a second to import: loaded when this runs, not with the module.
-    from nbgrader.api import Gradebook
-
-    ensure_alembic_on_path()
-    with quiet_gradebook(), Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
+    with quiet_gradebook(), open_gradebook(course) as gradebook:
         for student in students:
             _named(gradebook, student)
 
 
-def forget_ungraded(config: Config, student: str, chapter: str) -> None:
+def forget_ungraded(course: Course, student: str, chapter: str) -> None:
     """Remove ``student``'s submission of ``chapter`` from the gradebook when it holds no
     score at all: nbgrader's own commands enter a submission before it is graded, and one the
     grader could not grade must not read as a score of 0. A submission graded before keeps
     its scores."""
     # nbgrader takes a second to import: loaded when this runs, not with the module.
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
-    ensure_alembic_on_path()
-    with quiet_gradebook(), Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
+    with quiet_gradebook(), open_gradebook(course) as gradebook:
         try:
             submission = gradebook.find_submission(chapter, student)
         except MissingEntry:
@@ -87,7 +91,7 @@ def forget_ungraded(config: Config, student: str, chapter: str) -> None:
 
 
 def save_grades(
-    config: Config,
+    course: Course,
     student: str,
     chapter: str,
     notebook: NotebookNode,
@@ -101,19 +105,16 @@ def save_grades(
     is named as :func:`register_students` does.
     """
     # nbgrader takes a second to import: loaded when this runs, not with the module.
-    from nbgrader.api import Gradebook
     from nbgrader.preprocessors import SaveAutoGrades
 
-    ensure_alembic_on_path()
-    db_url = config.CourseDirectory.db_url
     with quiet_gradebook():
-        with Gradebook(db_url, COURSE_ID) as gradebook:
+        with open_gradebook(course) as gradebook:
             _named(gradebook, student)
             gradebook.update_or_create_submission(chapter, student, timestamp=timestamp)
-        resources = {"nbgrader": {"db_url": db_url, "assignment": chapter, "notebook": chapter,
-                                  "student": student}}
+        resources = {"nbgrader": {"db_url": course.db_url, "assignment": chapter,
+                                  "notebook": chapter, "student": student}}
         SaveAutoGrades().preprocess(notebook, resources)
-        with Gradebook(db_url, COURSE_ID) as gradebook:
+        with open_gradebook(course) as gradebook:
             submitted = gradebook.find_submission_notebook(chapter, chapter, student)
             submitted.flagged = flagged
             gradebook.db.commit()
@@ -152,14 +153,10 @@ class Score:
         return self.auto_max_score + self.manual_max_score
 
 
-def read_scores(config: Config) -> list[Score]:
+def read_scores(course: Course) -> list[Score]:
     """Every submission in the gradebook, sorted by student and chapter."""
-    # nbgrader takes a second to import: loaded when this runs, not with the module.
-    from nbgrader.api import Gradebook
-
-    ensure_alembic_on_path()
     rows = []
-    with quiet_gradebook(), Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
+    with quiet_gradebook(), open_gradebook(course) as gradebook:
         for assignment in gradebook.assignments:
             for submission in assignment.submissions:
                 auto, manual = [], []

@@ -54,8 +54,8 @@ def store_outcome(course: Course, outcome: Outcome) -> Summary:
     # Feedback pages are released to the exchange under a name derived from this secret.
     if (submitted / SECRET_FILE).is_file():
         shutil.copy2(submitted / SECRET_FILE, target / SECRET_FILE)
-    save_grades(course.config(), student, chapter, nb, timestamp, flagged=bool(outcome.flags))
-    flags = tuple(write_flags(course.folder, student, chapter, "grade", outcome.flags))
+    save_grades(course, student, chapter, nb, timestamp, flagged=bool(outcome.flags))
+    flags = tuple(write_flags(course, student, chapter, "grade", outcome.flags))
     scored = [determine_grade(c) for c in graded_test_cells(nb)]
     return Summary(student, chapter, float(sum(s for s, _ in scored)),
                    float(sum(m for _, m in scored)), flags, outcome.seconds)
@@ -69,5 +69,5 @@ def store_safely(course: Course, outcome: Outcome) -> Summary:
     except Exception as exc:  # one learner's storage problem must not stop the class
         flag = Flag("grading_error", None, f"storing the results failed: "
                                            f"{type(exc).__name__}: {exc}")
-        write_flags(course.folder, outcome.student, outcome.chapter, "grade", [flag])
+        write_flags(course, outcome.student, outcome.chapter, "grade", [flag])
         return Summary(outcome.student, outcome.chapter, 0.0, 0.0, (flag,), outcome.seconds)

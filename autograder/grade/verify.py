@@ -30,10 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import nbformat
 from nbformat import NotebookNode
 
-from autograder.course import Course
+from autograder.course import ROOT
 from autograder.exercises.reach import (
     COURSE_PACKAGES,
     closure,
@@ -243,9 +242,8 @@ def kernel_course_folder() -> Path:
     folder = Path(tempfile.mkdtemp(prefix="autograder-kernel-course-"))
     folder.chmod(0o755)  # the sandbox's unprivileged user reads it
     atexit.register(shutil.rmtree, folder, True)
-    root = Course.of().root
     for package in ("transformer_ref", "autograder"):
-        shutil.copytree(root / package, folder / package, ignore=_kernel_ignore(root))
+        shutil.copytree(ROOT / package, folder / package, ignore=_kernel_ignore(ROOT))
     return folder
 
 
@@ -291,7 +289,7 @@ def verify_exercises(
     submitted_nb: NotebookNode,
     learner: Learner,
     *,
-    source_nb: NotebookNode | None = None,
+    source_nb: NotebookNode,
     files: str | Path | None = None,
 ) -> dict[str, VerifiedResult]:
     """Grade every exercise of ``chapter`` outside the learner's kernel (hidden checks).
@@ -301,7 +299,7 @@ def verify_exercises(
         submitted_nb: the learner's notebook; not modified. Only its solution cells run.
         learner: the learner's budget (:class:`autograder.sandbox.launcher.Learner`): every
             call is bounded by ``cell_timeout_s`` and by the learner's deadline.
-        source_nb: the instructor notebook (default: the course's); its setup cell names
+        source_nb: the chapter's instructor notebook; its setup cell names
             the building blocks and helpers the learner's process gets.
         files: the learner's other files (the process works on a private copy).
 
@@ -325,12 +323,9 @@ class Verification:
     """
 
     def __init__(self, chapter: str, submitted_nb: NotebookNode, learner: Learner, *,
-                 source_nb: NotebookNode | None = None,
-                 files: str | Path | None = None) -> None:
+                 source_nb: NotebookNode, files: str | Path | None = None) -> None:
         chapter = chapter_id(chapter)
         exercises = [e for e in all_exercises() if e.chapter == chapter]
-        if source_nb is None:
-            source_nb = nbformat.read(Course.of().source_notebook(chapter), as_version=4)
         cells = learner_cells(submitted_nb)
         self.groups: list[_Group] = []
         try:

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from autograder.course import Course
+from autograder.course import ROOT, Course
 from autograder.exercises.registry import (
     UnknownExerciseError,
     all_exercises,
@@ -156,7 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--listen", required=True, metavar="ADDRESS",
                         help="a Unix socket's path, or tcp://HOST:PORT")
-    parser.add_argument("--root", type=Path, help="the course root (default: this repository)")
+    parser.add_argument("--root", type=Path, default=ROOT,
+                        help="the course root (default: this repository)")
     parser.add_argument("--course-dir", type=Path, help="the class's course folder, whose "
                         "view/ the service keeps up to date")
     parser.add_argument("--exchange", type=Path, help="the class's nbgrader exchange")

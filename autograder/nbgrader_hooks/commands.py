@@ -139,7 +139,7 @@ class SandboxedAutograde(NotebookExporter):
         if outcome.fault is not None:
             # nbgrader entered the submission before converting it: a row without a grade
             # must not read as a score of 0.
-            forget_ungraded(course.config(), student, chapter)
+            forget_ungraded(course, student, chapter)
             self._stop(f"grading stopped at {student}/{chapter}: {outcome.fault}. Nothing was "
                        "recorded for this learner, nor for those after it")
         summary = store_outcome(course, outcome)
@@ -211,7 +211,7 @@ class CourseCollect(ExchangeCollect):
         for line in report.lines():
             log = self.log.warning if line.startswith(("REFUSED", "FLAG")) else self.log.info
             log("%s", line)
-        register_students(course.config(), sorted({taken.student for taken in report.taken}))
+        register_students(course, sorted({taken.student for taken in report.taken}))
 
 
 class ZipCollectRefused(ExtractorPlugin):

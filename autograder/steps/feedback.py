@@ -175,6 +175,6 @@ def generate_feedback(
             else:
                 report.written += sorted(
                     course.step_dir("feedback", student, chapter).glob("*.html"))
-            write_flags(course.folder, student, chapter, "feedback", flags)
+            write_flags(course, student, chapter, "feedback", flags)
     report.written.sort()
     return report

@@ -21,14 +21,8 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from autograder.course import (
-    CHAPTERS,
-    COURSE_ID,
-    SOURCE_DIRECTORY,
-    Course,
-    ensure_alembic_on_path,
-)
-from autograder.grade.gradebook import ensure_chapter
+from autograder.course import CHAPTERS, SOURCE_DIRECTORY, Course, ensure_alembic_on_path
+from autograder.grade.gradebook import ensure_chapter, open_gradebook
 from autograder.steps.exchange import release_to_exchange
 from autograder.steps.view import check_class_release, refresh_view
 
@@ -155,17 +149,12 @@ def release(
 def ensure_recorded(course: Course, chapter: str) -> None:
     """Record ``chapter``'s graded cells in the gradebook unless a release did (grading needs
     them): the chapter is generated as :func:`release` does, without an exchange."""
-    if not ensure_chapter(course.config(), chapter):
+    if not ensure_chapter(course, chapter):
         generate(course, [chapter])
 
 
 def register_assignments(course: Course) -> None:
     """Make sure the gradebook lists all ten chapters as assignments (idempotent)."""
-    # nbgrader takes a second to import: loaded when this runs, not with the module.
-    from nbgrader.api import Gradebook
-
-    ensure_alembic_on_path()
-    config = course.config()
-    with Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
+    with open_gradebook(course) as gradebook:
         for chapter in CHAPTERS:
             gradebook.update_or_create_assignment(chapter)

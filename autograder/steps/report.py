@@ -105,8 +105,8 @@ def export_csv(course: Course, path: str | os.PathLike | None = None) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    for row in read_scores(course.config()):
-        flags = read_flags(course.folder, row.student, row.chapter)
+    for row in read_scores(course):
+        flags = read_flags(course, row.student, row.chapter)
         writer.writerow([row.student, row.chapter, _number(row.score), _number(row.max_score),
                          _number(row.auto_score), _number(row.auto_max_score),
                          _number(row.manual_score), _number(row.manual_max_score),

@@ -39,16 +39,10 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course import (
-    CHAPTERS,
-    COURSE_ID,
-    ROOT,
-    Course,
-    course_config,
-    ensure_alembic_on_path,
-)
+from autograder.course import CHAPTERS, COURSE_ID, ROOT, Course
 from autograder.exercises.reach import closure, module_file, notebook_modules, reference_module
 from autograder.exercises.registry import all_exercises
+from autograder.grade.gradebook import open_gradebook
 
 VIEW_FOLDER = "view"
 # The learner-facing part of the course's own code: the notebook's check(), the self-check and
@@ -87,15 +81,10 @@ def chapter_states(course: Course, exchange: str | os.PathLike | None,
 
 
 def _closed(course: Course, now: datetime | None) -> set[str]:
-    # nbgrader takes a second to import: loaded when this runs, not with the module.
-    from nbgrader.api import Gradebook
-
     if not course.gradebook.is_file():
         return set()
-    ensure_alembic_on_path()
     now = (now or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None)  # nbgrader: naive UTC
-    db_url = course_config(course.root, course.folder).CourseDirectory.db_url
-    with Gradebook(db_url, COURSE_ID) as gradebook:
+    with open_gradebook(course) as gradebook:
         return {a.name for a in gradebook.assignments
                 if a.name in CHAPTERS and a.duedate is not None and a.duedate <= now}
 
@@ -118,18 +107,18 @@ def open_answers(states: ChapterStates) -> dict[str, tuple[str, ...]]:
     return {module: tuple(ids) for module, ids in found.items()}
 
 
-def _chapter_roots(chapter: str, root: Path) -> set[str]:
-    nb = nbformat.read(Course.of(root).source_notebook(chapter), as_version=4)
+def _chapter_roots(course: Course, chapter: str) -> set[str]:
+    nb = nbformat.read(course.source_notebook(chapter), as_version=4)
     builders = {b.partition(":")[0] for e in all_exercises() if e.chapter == chapter
                 for b in e.builders}
     return notebook_modules(nb) | builders
 
 
-def plan_view(states: ChapterStates, root: Path = ROOT) -> View:
-    """The learner's view for ``states``."""
+def plan_view(course: Course, states: ChapterStates) -> View:
+    """The learner's view for ``states`` of ``course``'s chapters."""
     roots = set(LEARNER_MODULES)
     for chapter in sorted(states.released | states.closed):
-        roots |= _chapter_roots(chapter, root)
+        roots |= _chapter_roots(course, chapter)
     # A closed chapter's answers are shown, imported by a notebook or not.
     roots |= {reference_module(e) for e in all_exercises() if e.chapter in states.closed}
     answers = open_answers(states)
@@ -141,11 +130,11 @@ def plan_view(states: ChapterStates, root: Path = ROOT) -> View:
     return View(frozenset(reached - set(answers)), answers)
 
 
-def release_problems(chapter: str, states: ChapterStates, root: Path = ROOT) -> list[str]:
+def release_problems(course: Course, chapter: str, states: ChapterStates) -> list[str]:
     """Why learners could not run ``chapter`` now: each course module its notebook imports
     (or that those import when loaded) that holds the answer of a chapter still open."""
     answers = open_answers(states)
-    needed = closure(_chapter_roots(chapter, root), at_import=True)
+    needed = closure(_chapter_roots(course, chapter), at_import=True)
     return [f"{chapter} imports {module}, the course's answer to {', '.join(answers[module])}"
             for module in sorted(needed & set(answers))]
 
@@ -192,11 +181,11 @@ def write_view(view: View, folder: Path) -> bool:
         return _synchronise(staged, folder)
 
 
-def package_data(modules: Iterable[str], root: Path = ROOT) -> dict[str, Path]:
-    """The data files an installation of the course keeps in the packages among ``modules``
+def package_data(modules: Iterable[str]) -> dict[str, Path]:
+    """The data files this installation of the course keeps in the packages among ``modules``
     (``[tool.setuptools.package-data]`` of its ``pyproject.toml``, such as the language model
     chapter 11 loads): path in the view -> the file."""
-    pyproject = root / "pyproject.toml"
+    pyproject = ROOT / "pyproject.toml"
     if not pyproject.is_file():
         return {}
     settings = tomllib.loads(pyproject.read_text()).get("tool", {}).get("setuptools", {})
@@ -269,7 +258,7 @@ def refresh_view(course: Course, exchange: str | os.PathLike | None,
                  now: datetime | None = None) -> bool:
     """Bring the class's view up to date with its chapters' states; whether it changed."""
     states = chapter_states(course, exchange, now)
-    return write_view(plan_view(states, course.root), view_folder(course))
+    return write_view(plan_view(course, states), view_folder(course))
 
 
 def close_chapter(course: Course, chapter: str, at: datetime | None = None) -> datetime:
@@ -278,13 +267,8 @@ def close_chapter(course: Course, chapter: str, at: datetime | None = None) -> d
     Once the due date has passed, the chapter counts as closed: its references join the
     learners' view at its next refresh (:func:`refresh_view`).
     """
-    # nbgrader takes a second to import: loaded when this runs, not with the module.
-    from nbgrader.api import Gradebook
-
-    ensure_alembic_on_path()
     when = (at or datetime.now(UTC)).astimezone(UTC)
-    db_url = course_config(course.root, course.folder).CourseDirectory.db_url
-    with Gradebook(db_url, COURSE_ID) as gradebook:
+    with open_gradebook(course) as gradebook:
         gradebook.update_or_create_assignment(chapter, duedate=when.replace(tzinfo=None))
     return when
 
@@ -299,7 +283,7 @@ def check_class_release(course: Course, exchange: str | os.PathLike,
     """
     states = chapter_states(course, exchange)
     states = ChapterStates(states.released | set(chapters), states.closed)
-    problems = [p for chapter in chapters for p in release_problems(chapter, states, course.root)]
+    problems = [p for chapter in chapters for p in release_problems(course, chapter, states)]
     if problems:
         raise ValueError(
             "learners could not run what you release: " + "; ".join(problems) + ". Close the "

@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.course import Course
+from autograder.course import ROOT, Course
 from autograder.exercises.registry import CHAPTERS, Exercise, all_exercises, get_exercise
 from autograder.grade.verify import (
     allowed_modules,
@@ -86,7 +86,7 @@ def _exercises(chapter: str) -> list[Exercise]:
 
 
 def _source(chapter: str):
-    return nbformat.read(Course.of().source_notebook(chapter), as_version=4)
+    return nbformat.read(Course.of(ROOT).source_notebook(chapter), as_version=4)
 
 
 @pytest.mark.parametrize("exercise", all_exercises(), ids=lambda e: e.id)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from autograder import grade_function
-from autograder.course import CHAPTERS
+from autograder.course import CHAPTERS, ROOT, Course
 from autograder.exercises.checking import CHECKS_ENV
 from autograder.exercises.registry import all_exercises
 from autograder.learner.remote_check import CheckingServiceError, remote_check
@@ -73,7 +73,8 @@ def test_a_notebook_in_the_learners_view_checks_through_the_service(checking_ser
                                                                      tmp_path: Path):
     """In a view without the checks and chapter 2's answers, check() gives the notebook's
     verdicts: a pass printed, a failure raised with the check's message and hint."""
-    write_view(plan_view(ChapterStates(frozenset(CHAPTERS[:2]), frozenset(CHAPTERS[:1]))),
+    states = ChapterStates(frozenset(CHAPTERS[:2]), frozenset(CHAPTERS[:1]))
+    write_view(plan_view(Course.of(ROOT), states),
                tmp_path)
     code = f"""
 import sys, sysconfig

@@ -224,7 +224,8 @@ def test_honest_learners_keep_full_marks_and_no_flag(graded):
         assert auto_score(graded, student) == FULL, student
         # They hand in the course's solutions, which copy detection reports (its own tests are
         # in test_similarity.py); nothing else may be flagged.
-        codes = {f.code for f in read_flags(graded["course"], student, CH)}
+        course = Course.of(graded["root"], graded["course"])
+        codes = {f.code for f in read_flags(course, student, CH)}
         assert codes - set(COPY_FLAGS) == set(), (student, codes)
         assert "copied_reference" in codes, student
         assert float(rows(graded)[student]["max_score"]) == MAX
@@ -236,7 +237,7 @@ def test_each_bad_notebook_ends_with_its_own_flag_and_keeps_its_honest_work(grad
     collected = (graded["course"] / "submitted" / student).is_dir()
     if points is None and not collected:
         return  # refused at collect: see the next test
-    flags = read_flags(graded["course"], student, CH)
+    flags = read_flags(Course.of(graded["root"], graded["course"]), student, CH)
     assert codes & {f.code for f in flags}, flags
     assert all(f.reason for f in flags)
     assert "grading_error" not in {f.code for f in flags}, flags

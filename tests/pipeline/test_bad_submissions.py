@@ -219,7 +219,7 @@ def rows(graded: dict) -> dict[str, dict[str, str]]:
 
 
 def codes(graded: dict, student: str) -> set[str]:
-    return {f.code for f in read_flags(graded["course"], student, CH)}
+    return {f.code for f in read_flags(Course.of(graded["root"], graded["course"]), student, CH)}
 
 
 def auto_score(graded: dict, student: str) -> float:
@@ -237,7 +237,7 @@ def test_honest_learners_get_full_marks_and_no_flags(graded):
         # copy detection reports (its own tests are in test_similarity.py); nothing else may be
         # flagged: a float64 result of float32 inputs is a note, not a flag.
         assert codes(graded, student) - set(COPY_FLAGS) == set(), read_flags(
-            graded["course"], student, CH)
+            Course.of(graded["root"], graded["course"]), student, CH)
         assert "copied_reference" in codes(graded, student)
         assert set(rows(graded)[student]["flags"].split(";")) <= set(COPY_FLAGS)
     scores = {s.student: s for s in read_scores_of(graded)}
@@ -246,9 +246,8 @@ def test_honest_learners_get_full_marks_and_no_flags(graded):
 
 
 def read_scores_of(graded: dict):
-    from autograder.course import course_config
 
-    return read_scores(course_config(graded["root"], graded["course"]))
+    return read_scores(Course.of(graded["root"], graded["course"]))
 
 
 EXPECTED = {
@@ -280,7 +279,7 @@ EXPECTED = {
 
 @pytest.mark.parametrize("student", sorted(EXPECTED))
 def test_each_bad_submission_is_flagged(graded, student):
-    flags = read_flags(graded["course"], student, CH)
+    flags = read_flags(Course.of(graded["root"], graded["course"]), student, CH)
     expected = EXPECTED[student]
     expected = {expected} if isinstance(expected, str) else expected
     assert expected & {f.code for f in flags}, flags

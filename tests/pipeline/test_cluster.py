@@ -70,7 +70,7 @@ def grade(sample: dict, name: str, **where) -> dict:
     collect(course, [sample["class"]], chapters=list(CHAPTERS_HERE))
     summaries = autograde(course, list(CHAPTERS_HERE), **where)
     return {"course": course, "summaries": summaries, "csv": export_csv(course),
-            "scores": read_scores(course.config())}
+            "scores": read_scores(course)}
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +162,7 @@ def test_a_real_cluster_grades_the_class_as_the_local_one(sample, undisturbed, d
         table = capsys.readouterr().out
         assert f"{len(undisturbed['summaries'])} submission(s) graded" in table
         assert export_csv(course) == undisturbed["csv"]
-        assert read_scores(course.config()) == undisturbed["scores"]
+        assert read_scores(course) == undisturbed["scores"]
         # The same two processes graded every learner, and they keep what they imported.
         assert client.run(os.getpid) == pids
         assert set(client.run(lambda: "nbgrader.preprocessors" in sys.modules).values()) == {True}

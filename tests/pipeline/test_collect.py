@@ -105,7 +105,8 @@ def test_duplicates_keep_the_newest_and_are_flagged(tmp_path, course):
     write(source / "alice" / f"{CH}.ipynb", notebook_bytes("new"), mtime=1_700_000_000)
     report = collect(Course.of(tmp_path, course), [source])
     assert submitted(course, "alice") == notebook_bytes("new")
-    flags = read_flags(course, "alice", CH)
+    flags = read_flags(Course.of(tmp_path, course),
+                     "alice", CH)
     assert [f.code for f in flags] == ["duplicate_submission"]
     assert "kept the newest" in flags[0].reason
     assert report.flagged[("alice", CH)] == flags
@@ -173,7 +174,8 @@ def test_lms_zip(tmp_path, course):
     assert hashlib.sha256(archive.read_bytes()).hexdigest() == digest
     assert sorted(report.collected) == [("alice", CH), ("bob_smith", CH)]
     assert submitted(course, "alice") == notebook_bytes("alice-new")
-    assert [f.code for f in read_flags(course, "alice", CH)] == ["duplicate_submission"]
+    assert [f.code for f in read_flags(Course.of(tmp_path, course),
+                     "alice", CH)] == ["duplicate_submission"]
     reasons = [reason for _, reason in report.refused]
     assert len(reasons) == 4, reasons
     assert any("not valid UTF-8" in r for r in reasons)
@@ -205,9 +207,11 @@ def test_nbgrader_exchange(tmp_path, course):
     assert submitted(course, "bob") == notebook_bytes("bob")
     stamp = (course / "submitted" / "alice" / CH / "timestamp.txt").read_text()
     assert stamp.startswith("2024-01-02 10:00:00")
-    flags = read_flags(course, "alice", CH)  # ... and the duplicate is flagged
+    flags = read_flags(Course.of(tmp_path, course),
+                     "alice", CH)  # ... and the duplicate is flagged
     assert [f.code for f in flags] == ["duplicate_submission"]
-    assert "2024-01-01 10:00:00" in flags[0].reason and read_flags(course, "bob", CH) == []
+    assert "2024-01-01 10:00:00" in flags[0].reason and read_flags(Course.of(tmp_path, course),
+                     "bob", CH) == []
 
 
 def test_cli_collect_prints_refusals(tmp_path, course, capsys):
@@ -454,7 +458,8 @@ def test_collecting_again_reports_unchanged_and_keeps_newer_work(tmp_path, cours
     write(tmp_path / "old" / "alice" / f"{CH}.ipynb", notebook_bytes("old"), mtime=1_600_000_000)
     report = collect(Course.of(tmp_path, course), [tmp_path / "old"])
     assert report.taken[0].status == "kept" and submitted(course, "alice") == notebook_bytes("new")
-    assert [f.code for f in read_flags(course, "alice", CH)] == ["older_than_collected"]
+    assert [f.code for f in read_flags(Course.of(tmp_path, course),
+                     "alice", CH)] == ["older_than_collected"]
 
 
 # ------------------------------------------------------------------ nothing lost without a word
@@ -709,7 +714,8 @@ def test_learners_sharing_one_file_in_an_inbox_of_one_account_are_flagged(tmp_pa
 
     assert sorted(report.collected) == [("alice", CH), ("bob", CH)] and not report.refused
     for student, other in (("alice", "bob"), ("bob", "alice")):
-        flags = read_flags(course, student, CH)
+        flags = read_flags(Course.of(tmp_path, course),
+                     student, CH)
         assert [f.code for f in flags] == ["shared_file"]
         assert f"inbox/{other}/" in flags[0].reason
 
@@ -731,6 +737,7 @@ def test_a_peer_who_hard_links_a_learners_file_cannot_take_it(tmp_path, course):
 
     assert report.collected == [("alice", CH)]
     assert submitted(course, "alice") == notebook_bytes("alice")
-    assert read_flags(course, "alice", CH) == []
+    assert read_flags(Course.of(tmp_path, course),
+                     "alice", CH) == []
     reason = refused_for(report, f"mallory/{CH}.ipynb")
     assert str(honest) in reason and "hand in your own copy" in reason

@@ -13,7 +13,7 @@ import pytest
 from nbgrader.utils import determine_grade
 
 from autograder.cli import main
-from autograder.course import ROOT, Course, course_config
+from autograder.course import ROOT, Course
 from autograder.flags import Flag, read_flags, write_flags
 from autograder.grade.gradebook import read_scores
 from autograder.grade.learner import (
@@ -128,21 +128,21 @@ def test_kernel_secret_is_stable_and_not_the_grader_secret(monkeypatch):
 
 
 def test_flags_are_kept_per_stage(tmp_path):
-    write_flags(tmp_path, "alice", CH, "collect", [Flag("duplicate_submission", None, "two")])
-    write_flags(tmp_path, "alice", CH, "grade", [Flag("kernel_died", "c1", "died")])
-    write_flags(tmp_path, "alice", CH, "grade", [Flag("cell_error", "c2", "raised")])
-    assert read_flags(tmp_path, "alice", CH) == [Flag("duplicate_submission", None, "two"),
+    course = Course.of(tmp_path, tmp_path / "course")
+    write_flags(course, "alice", CH, "collect", [Flag("duplicate_submission", None, "two")])
+    write_flags(course, "alice", CH, "grade", [Flag("kernel_died", "c1", "died")])
+    write_flags(course, "alice", CH, "grade", [Flag("cell_error", "c2", "raised")])
+    assert read_flags(course, "alice", CH) == [Flag("duplicate_submission", None, "two"),
                                                  Flag("cell_error", "c2", "raised")]
-    assert read_flags(tmp_path, "bob", CH) == []
+    assert read_flags(course, "bob", CH) == []
     with pytest.raises(ValueError, match="stage must be one of"):
-        write_flags(tmp_path, "alice", CH, "later", [])
+        write_flags(course, "alice", CH, "later", [])
 
 
 def test_store_writes_gradebook_and_csv_idempotently(course):
     root, course_dir = course["root"], course["course_dir"]
     release = nbformat.read(root / "notebooks" / CH / f"{CH}.ipynb", as_version=4)
     full = nbformat.read(root / "solutions" / CH / f"{CH}.ipynb", as_version=4)
-    config = course_config(root, course_dir)
     outcomes = [Outcome("bob", CH, nbformat.writes(placeholder(release, "broken")),
                         [Flag("unreadable_notebook", None, "broken")]),
                 Outcome("alice", CH, nbformat.writes(full), [])]
@@ -159,7 +159,7 @@ def test_store_writes_gradebook_and_csv_idempotently(course):
     # The written answers (4 points) wait for a human; an unanswered one needs nobody.
     assert lines[1] == f"alice,{CH},7,11,7,7,0,4,4,,"
     assert lines[2] == f"bob,{CH},0,11,0,7,0,4,0,unreadable_notebook,broken"
-    scores = {s.student: s for s in read_scores(config)}
+    scores = {s.student: s for s in read_scores(Course.of(root, course_dir))}
     assert (scores["alice"].auto_score, scores["bob"].auto_score) == (7, 0)
     table = summary_table(rows, list(scores.values()))
     assert "unreadable_notebook" in table and "2 submission(s) graded, 1 flagged" in table
@@ -206,7 +206,7 @@ def test_a_submission_too_large_is_not_sent_and_scores_zero(course, monkeypatch)
     assert outcome.notebook is None and outcome.flags == [submission.refused]
     summary = store_outcome(where, outcome)
     assert summary.score == 0 and summary.max_score == 7
-    assert "more than the 1 MiB" in read_flags(course["course_dir"], "dave", CH)[0].reason
+    assert "more than the 1 MiB" in read_flags(where, "dave", CH)[0].reason
 
 
 def test_an_error_while_grading_fails_only_its_learner(course, tmp_path):

@@ -24,7 +24,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from autograder.cli import main
-from autograder.course import ROOT, Course, course_config
+from autograder.course import ROOT, Course
 from autograder.flags import Flag
 from autograder.grade import learner as grade
 from autograder.grade import run
@@ -88,7 +88,7 @@ def course(released, tmp_path) -> tuple[Path, Path]:
 
 
 def nothing_recorded(root: Path, course_dir: Path) -> None:
-    assert read_scores(course_config(root, course_dir)) == []
+    assert read_scores(Course.of(root, course_dir)) == []
     assert not (course_dir / "autograded").exists()
     assert not list((course_dir / "flags").rglob("*.json")) if (course_dir / "flags").exists() \
         else True
@@ -169,5 +169,5 @@ def test_plain_nbgrader_stops_and_records_nothing(course, setup, expected):
     log = result.stdout + result.stderr
     assert result.returncode == 1, log
     assert expected in log and CAUSE in log, log
-    assert read_scores(course_config(root, course_dir)) == []
+    assert read_scores(Course.of(root, course_dir)) == []
     assert not list((course_dir / "autograded").rglob("*.ipynb"))

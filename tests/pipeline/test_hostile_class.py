@@ -35,9 +35,9 @@ import pytest
 
 from autograder.cli import main
 from autograder.copies.pairs import CODES as COPY_FLAGS
-from autograder.course import COURSE_ID, ROOT, Course, course_config
-from autograder.flags import read_flags
-from autograder.grade.gradebook import read_scores
+from autograder.course import COURSE_ID, ROOT, Course
+from autograder.flags import Flag, read_flags
+from autograder.grade.gradebook import open_gradebook, read_scores
 from autograder.notebook import stable_cell_ids
 from autograder.steps.release import generate
 
@@ -361,8 +361,12 @@ def csv_rows(run: dict) -> dict[str, dict[str, str]]:
     return {r["student"]: r for r in csv.DictReader(io.StringIO(run["csv"]))}
 
 
+def flags_of(hostile, student: str) -> list[Flag]:
+    return read_flags(Course.of(hostile["root"], hostile["course"]), student, CH)
+
+
 def codes(hostile, student: str) -> set[str]:
-    return {f.code for f in read_flags(hostile["course"], student, CH)}
+    return {f.code for f in flags_of(hostile, student)}
 
 
 def auto_score(hostile, student: str) -> float:
@@ -454,9 +458,9 @@ def test_every_bad_learner_has_a_specific_flag(hostile):
     for student, code in expected.items():
         assert code in codes(hostile, student), (student, codes(hostile, student))
         assert "grading_error" not in codes(hostile, student)
-    assert "800,001 characters" in next(f.reason for f in read_flags(
-        hostile["course"], "big_expression", CH) if f.code == "audit:oversized")
-    duplicate = next(f for f in read_flags(hostile["course"], "exchanged", CH))
+    assert "800,001 characters" in next(f.reason for f in flags_of(hostile, "big_expression")
+                                        if f.code == "audit:oversized")
+    duplicate = next(f for f in flags_of(hostile, "exchanged"))
     # Times from the exchange's folder names; the timestamp.txt files the learner wrote
     # (2000 and 2030) are not believed.
     assert "(2024-05-01 08:00:00)" in duplicate.reason and "2030" not in duplicate.reason
@@ -528,13 +532,11 @@ def test_the_audit_of_the_class_reads_every_notebook(hostile):
 
 
 def test_learners_are_named_in_the_gradebook(hostile):
-    from nbgrader.api import Gradebook
-
-    config = course_config(hostile["root"], hostile["course"])
-    with Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
+    course = Course.of(hostile["root"], hostile["course"])
+    with open_gradebook(course) as gradebook:
         names = {s.id: (s.last_name, s.first_name) for s in gradebook.students}
     assert names and all(names[s] == (s, "") for s in names)
-    assert {s.student for s in read_scores(config)} == set(names)
+    assert {s.student for s in read_scores(course)} == set(names)
 
 
 def test_stable_cell_ids_are_derived_from_position_and_content():
@@ -558,8 +560,7 @@ def test_stable_cell_ids_are_derived_from_position_and_content():
 
 
 def graded_honestly(hostile, student: str) -> None:
-    assert "grading_error" not in codes(hostile, student), read_flags(hostile["course"],
-                                                                      student, CH)
+    assert "grading_error" not in codes(hostile, student), flags_of(hostile, student)
     assert auto_score(hostile, student) == AUTO_POINTS
 
 
@@ -569,7 +570,7 @@ def test_an_nbformat_3_notebook_is_upgraded_and_graded(hostile):
 
 def test_json_nested_100000_deep_is_refused_with_its_depth(hostile):
     assert "grading_error" not in codes(hostile, "deep_json")
-    reasons = " ".join(f.reason for f in read_flags(hostile["course"], "deep_json", CH))
+    reasons = " ".join(f.reason for f in flags_of(hostile, "deep_json"))
     assert re.search(r"deep|nest", reasons), reasons
 
 

@@ -57,6 +57,30 @@ pytestmark = [
 ]
 
 
+def _course_classes(section) -> Iterator[str]:
+    """Every dotted name of the course's code in a configuration, at any depth."""
+    for value in section.values():
+        if hasattr(value, "values"):
+            yield from _course_classes(value)
+        for name in value if isinstance(value, list) else [value]:
+            if isinstance(name, str) and name.startswith("autograder."):
+                yield name
+
+
+def test_the_configuration_names_every_hook_and_each_name_loads_its_class():
+    """The course's configuration names its hook classes as text (learners' kernels import it
+    without the grader): each name must load a class, and every hook must be named."""
+    from traitlets.utils.importstring import import_item
+
+    from autograder.nbgrader_hooks import commands
+
+    named = {import_item(name) for name in _course_classes(course_config(ROOT))}
+    assert all(isinstance(hook, type) for hook in named), named
+    hooks = {value for value in vars(commands).values()
+             if isinstance(value, type) and value.__module__ == commands.__name__}
+    assert hooks and hooks <= named, hooks - named
+
+
 def _class(root: Path) -> dict[str, bytes]:
     """The submitted notebooks (slim ch02 notebooks, as in test_bad_submissions)."""
     from test_bad_submissions import answered, cell_with, slim
@@ -109,7 +133,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 def _scores(root: Path, course: Path) -> dict[str, tuple]:
     return {s.student: (s.auto_score, s.auto_max_score, s.max_score)
-            for s in read_scores(course_config(root, course))}
+            for s in read_scores(Course.of(root, course))}
 
 
 @pytest.fixture(scope="module")
@@ -144,11 +168,12 @@ def test_plain_nbgrader_autograde_is_the_course_grading(graded):
     assert scores["cheat"] == (2, 7, 11)  # softmax and attention fail outside the kernel
     assert scores["broken"] == (0, 7, 11)
     for student in STUDENTS:
-        assert read_flags(plain, student, CH) == read_flags(ours, student, CH), student
+        assert (read_flags(Course.of(root, plain), student, CH)
+                == read_flags(Course.of(root, ours), student, CH)), student
         mine, theirs = (course / "autograded" / student / CH / f"{CH}.ipynb"
                         for course in (ours, plain))
         assert theirs.read_bytes() == mine.read_bytes(), student
-    codes = {s: {f.code for f in read_flags(plain, s, CH)} for s in STUDENTS}
+    codes = {s: {f.code for f in read_flags(Course.of(root, plain), s, CH)} for s in STUDENTS}
     assert "verification_failed" in codes["cheat"]
     assert "unreadable_notebook" in codes["broken"]
     # The honest learner hands in the course's solutions: copy detection, which plain
@@ -325,8 +350,9 @@ def test_formgrader_buttons_take_the_course_path(graded, tmp_path,
     # list with their reasons, and on her page above the notebook.
     assert _scores(root, formgrader)["cheat"] == _scores(root, ours)["cheat"]
     assert submission["score"] == _scores(root, ours)["cheat"][0]
-    flags = read_flags(formgrader, "cheat", CH)
-    ours_codes = {f.code for f in read_flags(ours, "cheat", CH)} - {"similar_submissions"}
+    flags = read_flags(Course.of(root, formgrader), "cheat", CH)
+    ours_codes = ({f.code for f in read_flags(Course.of(root, ours), "cheat", CH)}
+                  - {"similar_submissions"})
     assert ours_codes < {f.code for f in flags}
     assert "cell_added" in {f.code for f in flags}  # the markdown cell she added
     assert submission["flags"] == listed["cheat"]["flags"] == [

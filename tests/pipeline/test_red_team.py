@@ -19,9 +19,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.course import Course
+from autograder.course import ROOT, Course
 from autograder.grade.learner import Task, grade_submission
-from autograder.grade.verify import verify_exercises
+from autograder.grade.verify import chapter_id, verify_exercises
 from autograder.notebook import cell_index
 from autograder.sandbox.launcher import Learner, Limits
 
@@ -69,7 +69,7 @@ def find_reference(name):
 
 
 def _source(chapter: str):
-    return nbformat.read(Course.of().source_notebook(chapter), as_version=4)
+    return nbformat.read(Course.of(ROOT).source_notebook(chapter), as_version=4)
 
 
 def _with(chapter: str, prefix: str, replacements: dict[str, str]):
@@ -81,7 +81,9 @@ def _with(chapter: str, prefix: str, replacements: dict[str, str]):
 
 def _verify(chapter: str, nb):
     with Learner(LIMITS) as learner:
-        return verify_exercises(chapter, nb, learner)
+        source = Course.of(ROOT).source_notebook(chapter_id(chapter))
+        return verify_exercises(chapter, nb, learner,
+                                source_nb=nbformat.read(source, as_version=4))
 
 
 # ----------------------------------------------------------------------------- chapter 2
@@ -286,7 +288,7 @@ def _digest(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def graded_attacks(tmp_path_factory):
-    course = Course.of()
+    course = Course.of(ROOT)
     course_dir = tmp_path_factory.mktemp("course")
     inbox = course_dir / "submitted"
     for student in ("classmate", "mallory"):

@@ -11,11 +11,10 @@ import warnings
 
 import nbformat
 import pytest
-from nbgrader.api import Gradebook
 
-from autograder.course import COURSE_ID, ROOT, Course, course_config
+from autograder.course import ROOT, Course
 from autograder.flags import Flag, read_flags
-from autograder.grade.gradebook import read_scores
+from autograder.grade.gradebook import open_gradebook, read_scores
 from autograder.grade.learner import Outcome, placeholder
 from autograder.grade.store import Summary, store_outcome
 from autograder.steps.release import generate
@@ -67,7 +66,7 @@ def test_long_reasons_are_cut_in_the_csv_and_whole_in_the_flag_file(stored):
     assert first.startswith("the kernel printed xxx") and len(first) > MAX_REASON_CHARS
     assert "the whole text is in flags/alice/ch02_attention.json" in first
     assert second == "kept" and alice["flags"] == "cell_error;cell_added"
-    kept = read_flags(stored["course_dir"], "alice", CH)
+    kept = read_flags(Course.of(stored["root"], stored["course_dir"]), "alice", CH)
     assert kept[0].reason == stored["long_reason"]
 
 
@@ -78,11 +77,11 @@ def test_table_and_csv_agree_and_show_hand_grading_apart(stored):
     assert (row["score"], row["max_score"], row["auto_score"], row["auto_max"],
             row["manual_score"], row["manual_max"], row["manual_pending"]) == (
         "7", "11", "7", "7", "0", "4", "4")
-    table = summary_table(stored["rows"], read_scores(course.config()))
+    table = summary_table(stored["rows"], read_scores(course))
     assert re.search(rf"^alice +{CH} +7/7 +4 pending +7/11 ", table, re.M), table
 
     # A human grades one written answer (2 of 4 points): both outputs follow, alike.
-    with Gradebook(course.config().CourseDirectory.db_url, COURSE_ID) as gradebook:
+    with open_gradebook(course) as gradebook:
         submission = gradebook.find_submission_notebook(CH, CH, "alice")
         written = next(g for g in submission.grades if g.cell.cell_type == "markdown")
         written.manual_score = 1.5
@@ -90,19 +89,18 @@ def test_table_and_csv_agree_and_show_hand_grading_apart(stored):
         gradebook.db.commit()
     row = csv_rows(export_csv(Course.of(root, course_dir)))["alice"]
     assert (row["score"], row["manual_score"], row["manual_pending"]) == ("8.5", "1.5", "2")
-    table = summary_table(stored["rows"], read_scores(course.config()))
+    table = summary_table(stored["rows"], read_scores(course))
     assert re.search(rf"^alice +{CH} +7/7 +2 pending +8.5/11 ", table, re.M), table
 
 
 def test_a_submission_missing_from_the_gradebook_shows_dashes(stored):
     ghost = Summary("zed", CH, 0.0, 0.0, (Flag("grading_error", None, "storing failed"),), 1.0)
-    table = summary_table([ghost], read_scores(stored["course"].config()))
+    table = summary_table([ghost], read_scores(stored["course"]))
     assert table.splitlines()[1].split() == ["zed", CH, "-", "-", "-", "1s", "grading_error"]
 
 
 def test_learners_are_listed_by_id_in_the_gradebook(stored):
-    config = course_config(stored["root"], stored["course_dir"])
-    with Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
+    with open_gradebook(stored["course"]) as gradebook:
         names = {s.id: (s.last_name, s.first_name) for s in gradebook.students}
         # A name imported from a roster is never overwritten.
         gradebook.update_or_create_student("bob", last_name="Builder", first_name="Bob")
@@ -111,6 +109,6 @@ def test_learners_are_listed_by_id_in_the_gradebook(stored):
     release = nbformat.read(stored["root"] / "notebooks" / CH / f"{CH}.ipynb", as_version=4)
     store_outcome(course, Outcome("bob", CH, nbformat.writes(placeholder(release, "broken")),
                                   []))
-    with Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gradebook:
+    with open_gradebook(course) as gradebook:
         bob = gradebook.find_student("bob")
         assert (bob.last_name, bob.first_name) == ("Builder", "Bob")

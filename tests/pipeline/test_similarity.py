@@ -69,7 +69,7 @@ def graded_class(course_dir: Path, chapter: str, answers: dict[str, dict[str, st
 def codes(course_dir: Path, student: str, chapter: str) -> dict[str, set[str]]:
     """cell -> the copy flags of that cell."""
     found: dict[str, set[str]] = {}
-    for flag in read_flags(course_dir, student, chapter):
+    for flag in read_flags(Course.of(ROOT, course_dir), student, chapter):
         found.setdefault(flag.cell, set()).add(flag.code)
     return found
 
@@ -128,7 +128,8 @@ COPIED = ["ch02.scaled_dot_product_attention", "ch04.multi_head_attention",
 
 
 def copied_flags(course_dir: Path, student: str, chapter: str) -> list[Flag]:
-    return [f for f in read_flags(course_dir, student, chapter) if f.code == COPIED_REFERENCE]
+    return [f for f in read_flags(Course.of(ROOT, course_dir), student, chapter)
+            if f.code == COPIED_REFERENCE]
 
 
 @pytest.mark.parametrize("exercise", COPIED)
@@ -174,7 +175,7 @@ def test_the_flag_names_the_definition_pasted_into_a_longer_cell(tmp_path):
               + reference(exercise) + "\n\nprint(my_own_helper(3))\n")
     course_dir = graded_class(tmp_path, "ch09_training", {"zoe": {exercise: pasted}})
     check_chapter(Course.of(ROOT, course_dir), "ch09_training")
-    (flag,) = read_flags(course_dir, "zoe", "ch09_training")
+    (flag,) = read_flags(Course.of(ROOT, course_dir), "zoe", "ch09_training")
     assert flag.code == COPIED_REFERENCE
     assert "transformer_ref/generation/greedy.py (greedy_decode)" in flag.reason
     assert "100%" in flag.reason
@@ -204,10 +205,10 @@ def test_a_learner_who_copies_another_is_flagged_with_the_others_name(tmp_path):
     check_chapter(Course.of(ROOT, course_dir), "ch09_training")
     cell = cell_of(honest.exercise)
     for student, other in (("ann", "bob"), ("bob", "ann")):
-        (flag,) = read_flags(course_dir, student, "ch09_training")
+        (flag,) = read_flags(Course.of(ROOT, course_dir), student, "ch09_training")
         assert (flag.code, flag.cell) == (SIMILAR_SUBMISSIONS, cell)
         assert f"that of {other} (100%" in flag.reason, flag.reason
-    assert read_flags(course_dir, "cat", "ch09_training") == []
+    assert read_flags(Course.of(ROOT, course_dir), "cat", "ch09_training") == []
 
 
 @pytest.mark.parametrize("chapter", sorted({get_exercise(h.exercise).chapter for h in HONEST}))
@@ -244,7 +245,7 @@ def test_on_a_dictated_exercise_learners_are_alike_only_in_what_the_text_leaves_
     check = check_chapter(Course.of(ROOT, course_dir), "ch08_decoder_and_model")
     assert set(check.flags) == {"ana", "bea"}, check.flags
     for student, other in (("ana", "bea"), ("bea", "ana")):
-        (flag,) = read_flags(course_dir, student, "ch08_decoder_and_model")
+        (flag,) = read_flags(Course.of(ROOT, course_dir), student, "ch08_decoder_and_model")
         assert flag.code == SIMILAR_SUBMISSIONS and f"that of {other} (100%" in flag.reason
         assert "as written" in flag.reason
 
@@ -265,7 +266,7 @@ def test_no_honest_learner_of_the_sample_class_is_flagged_and_the_pasters_are(tm
     for chapter in sorted({row.chapter for row in rows}):
         check_chapter(Course.of(ROOT, course_dir), chapter)
     for row in rows:
-        found = {f.code for f in read_flags(course_dir, row.learner, row.chapter)}
+        found = {f.code for f in read_flags(Course.of(ROOT, course_dir), row.learner, row.chapter)}
         if row.kind in HONEST_KINDS:
             assert found == set(), (row.learner, row.chapter, found)
         assert {c for c in row.expected_flags if c in (COPIED_REFERENCE,
@@ -279,14 +280,15 @@ def test_checking_again_gives_the_same_flags_and_report_and_keeps_other_flags(tm
     exercise = "ch04.multi_head_attention"
     answers = {"ann": {exercise: solution(exercise)}, "bob": {exercise: reference(exercise)}}
     course_dir = graded_class(tmp_path, "ch04_multi_head_attention", answers)
-    write_flags(course_dir, "ann", "ch04_multi_head_attention", "grade",
+    write_flags(Course.of(ROOT, course_dir), "ann", "ch04_multi_head_attention", "grade",
                 [Flag("cell_error", "x", "raised")])
     first = check_chapter(Course.of(ROOT, course_dir), "ch04_multi_head_attention")
     files = {p: p.read_bytes() for p in sorted(course_dir.rglob("*")) if p.is_file()}
     again = check_chapter(Course.of(ROOT, course_dir), "ch04_multi_head_attention")
     assert {p: p.read_bytes() for p in sorted(course_dir.rglob("*")) if p.is_file()} == files
     assert again.flags == first.flags
-    ann = {f.code for f in read_flags(course_dir, "ann", "ch04_multi_head_attention")}
+    ann = {f.code
+           for f in read_flags(Course.of(ROOT, course_dir), "ann", "ch04_multi_head_attention")}
     assert ann == {"cell_error", COPIED_REFERENCE}
 
 
@@ -336,9 +338,9 @@ def test_copy_flags_are_in_the_csv_and_never_in_the_learners_feedback(tmp_path):
         path = course.notebook("autograded", student, chapter)
         path.parent.mkdir(parents=True)
         nbformat.write(nb, path)
-        save_grades(course.config(), student, chapter, nb, None, flagged=False)
+        save_grades(course, student, chapter, nb, None, flagged=False)
     check_chapter(Course.of(root, course_dir), chapter)
-    assert {f.code for f in read_flags(course_dir, "eve", chapter)} == {
+    assert {f.code for f in read_flags(Course.of(ROOT, course_dir), "eve", chapter)} == {
         COPIED_REFERENCE, SIMILAR_SUBMISSIONS}
 
     text = export_csv(Course.of(root, course_dir))

@@ -9,9 +9,9 @@ import time
 import nbformat
 import pytest
 
-from autograder.course import Course
+from autograder.course import ROOT, Course
 from autograder.exercises.registry import all_exercises
-from autograder.grade.verify import Verification, plan, verify_exercises
+from autograder.grade.verify import Verification, chapter_id, plan, verify_exercises
 from autograder.notebook import cell_index
 from autograder.sandbox.launcher import GRACE_S, Learner, Limits
 
@@ -20,9 +20,13 @@ LIMITS = Limits(cell_timeout_s=5, memory_mb=1024)
 TORCH_LIMITS = Limits(cell_timeout_s=60, memory_mb=4096)
 
 
+# The repository's own course, whose chapters these tests grade.
+COURSE = Course.of(ROOT)
+
+
 def verify(chapter: str, nb, limits: Limits = LIMITS):
     with Learner(limits) as learner:
-        return verify_exercises(chapter, nb, learner)
+        return verify_exercises(chapter, nb, learner, source_nb=_source(chapter_id(chapter)))
 
 
 def _replace_solution(nb, name: str, code: str, prefix: str = "ch02"):
@@ -30,7 +34,7 @@ def _replace_solution(nb, name: str, code: str, prefix: str = "ch02"):
 
 
 def _source(chapter: str):
-    return nbformat.read(Course.of().source_notebook(chapter), as_version=4)
+    return nbformat.read(COURSE.source_notebook(chapter), as_version=4)
 
 
 def test_reference_solutions_get_full_credit(source):
@@ -52,7 +56,7 @@ def test_pytorch_reference_solutions_are_verified_outside_the_kernel(chapter):
 @pytest.mark.parametrize("chapter", ["ch04_multi_head_attention", "ch07_pytorch_modules",
                                      "ch08_decoder_and_model", "ch11_language_model"])
 def test_stubs_fail_verification(chapter):
-    release = nbformat.read(Course.of().release_notebook(chapter), as_version=4)
+    release = nbformat.read(COURSE.release_notebook(chapter), as_version=4)
     results = verify(chapter, release, TORCH_LIMITS)
     assert results and not any(r.passed for r in results.values())
     assert all("NotImplementedError" in r.message for r in results.values()), results
@@ -64,7 +68,7 @@ def test_a_later_exercise_is_graded_on_the_courses_versions_of_earlier_ones():
     stub) costs its own points only. Chapter 8's make_model likewise gets the course's
     DecoderLayer and Embeddings."""
     nb = copy.deepcopy(_source("ch07_pytorch_modules"))
-    release = nbformat.read(Course.of().release_notebook("ch07_pytorch_modules"), as_version=4)
+    release = nbformat.read(COURSE.release_notebook("ch07_pytorch_modules"), as_version=4)
     for name in ("multi_head_attention", "positionwise_feed_forward"):
         cell = f"ch07_{name}_solution"
         nb.cells[cell_index(nb, cell)].source = release.cells[cell_index(release, cell)].source
@@ -73,7 +77,7 @@ def test_a_later_exercise_is_graded_on_the_courses_versions_of_earlier_ones():
     assert not results["ch07.positionwise_feed_forward"].passed
     assert results["ch07.encoder_layer"].passed, results["ch07.encoder_layer"].message
     nb = copy.deepcopy(_source("ch08_decoder_and_model"))
-    release = nbformat.read(Course.of().release_notebook("ch08_decoder_and_model"), as_version=4)
+    release = nbformat.read(COURSE.release_notebook("ch08_decoder_and_model"), as_version=4)
     for name in ("decoder_layer", "embeddings"):
         cell = f"ch08_{name}_solution"
         nb.cells[cell_index(nb, cell)].source = release.cells[cell_index(release, cell)].source
@@ -155,7 +159,8 @@ def test_processes_started_early_give_the_same_verdicts(source):
     nb = copy.deepcopy(source)
     _replace_solution(nb, "padding_mask", (
         "import os\n\ndef padding_mask(lengths, max_len):\n    os._exit(1)\n"))
-    with Learner(LIMITS) as learner, Verification(CHAPTER, nb, learner) as verification:
+    with (Learner(LIMITS) as learner,
+          Verification(CHAPTER, nb, learner, source_nb=source) as verification):
         verification.start()
         time.sleep(1)  # the grader busy elsewhere; the processes run the solution cells
         early = verification.results()
@@ -167,7 +172,8 @@ def test_processes_started_early_give_the_same_verdicts(source):
 def test_processes_started_early_and_never_asked_are_stopped(source):
     """A notebook whose kernel passes nothing is not verified: the early processes end."""
     with Learner(LIMITS) as learner:
-        with Verification(CHAPTER, source, learner) as verification:
+        with Verification(CHAPTER, source, learner,
+                          source_nb=source) as verification:
             verification.start()
             (group,) = verification.groups
             process, folder = group.early.process, group.folder

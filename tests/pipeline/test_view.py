@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.course import CHAPTERS, Course
+from autograder.course import CHAPTERS, ROOT, Course
 from autograder.exercises.reach import reference_module, setup_import_nodes
 from autograder.exercises.registry import all_exercises
 from autograder.steps.release import register_assignments
@@ -41,6 +41,10 @@ NEVER = ("autograder.exercises.checks.", "autograder.exercises.layer_variants",
          "autograder.sandbox.launcher", "autograder.hub", "solutions")
 
 
+# The repository's own course, whose chapters the views below are planned for.
+COURSE = Course.of(ROOT)
+
+
 def _open(k: int) -> ChapterStates:
     """Chapters 1..k released, 1..k-1 closed: chapter k is the one being worked on."""
     return ChapterStates(frozenset(CHAPTERS[:k]), frozenset(CHAPTERS[: k - 1]))
@@ -48,7 +52,7 @@ def _open(k: int) -> ChapterStates:
 
 @pytest.mark.parametrize("k", range(1, len(CHAPTERS) + 1), ids=lambda k: CHAPTERS[k - 1])
 def test_no_answer_of_an_open_chapter_and_no_grader_code(k: int):
-    view = plan_view(_open(k))
+    view = plan_view(COURSE, _open(k))
     for exercise in all_exercises():
         module = reference_module(exercise)
         if exercise.chapter in CHAPTERS[: k - 1]:
@@ -60,7 +64,7 @@ def test_no_answer_of_an_open_chapter_and_no_grader_code(k: int):
 
 
 def test_closing_a_chapter_reveals_its_answers():
-    before, after = plan_view(_open(8)), plan_view(_open(9))
+    before, after = plan_view(COURSE, _open(8)), plan_view(COURSE, _open(9))
     assert "transformer_ref.model.decoder_layer" in before.hidden
     assert "transformer_ref.model.decoder_layer" in after.modules
 
@@ -82,7 +86,7 @@ def _run_in_view(folder: Path, code: str, env: dict[str, str] | None = None,
 @pytest.fixture(scope="module")
 def ch08_view(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("view")
-    write_view(plan_view(_open(8)), folder)
+    write_view(plan_view(COURSE, _open(8)), folder)
     return folder
 
 
@@ -102,7 +106,7 @@ def test_a_hidden_module_says_why_and_when(ch08_view: Path, tmp_path: Path):
     assert result.returncode != 0
     assert "ch08.decoder_layer" in result.stderr and "closes the chapter" in result.stderr
     # Also in a class whose released chapters import nothing of the course (chapter 2).
-    write_view(plan_view(_open(2)), tmp_path)
+    write_view(plan_view(COURSE, _open(2)), tmp_path)
     result = _run_in_view(tmp_path, "from transformer_ref import softmax")
     assert "ch02.softmax" in result.stderr and "still open" in result.stderr
 
@@ -111,8 +115,8 @@ def test_a_hidden_module_says_why_and_when(ch08_view: Path, tmp_path: Path):
 def test_each_chapters_setup_imports_work_while_it_is_open(k: int, tmp_path: Path):
     """A class can work on each chapter while it is open: its notebook's imports load from a
     view without its own answers, and check() is there."""
-    write_view(plan_view(_open(k)), tmp_path)
-    nb = nbformat.read(Course.of().source_notebook(CHAPTERS[k - 1]), as_version=4)
+    write_view(plan_view(COURSE, _open(k)), tmp_path)
+    nb = nbformat.read(Course.of(ROOT).source_notebook(CHAPTERS[k - 1]), as_version=4)
     imports = "\n".join(ast.unparse(node) for node in setup_import_nodes(nb))
     result = _run_in_view(tmp_path, imports + "\nfrom autograder import check\nprint('ok')")
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr
@@ -141,7 +145,7 @@ def test_a_stack_builds_from_the_learners_own_layer(ch08_view: Path):
 def test_the_view_holds_the_data_files_its_packages_install(tmp_path: Path):
     """Chapter 11 reads its shipped language model from transformer_ref's package data: a class
     working on it finds the file in its view (and loads it into a model of its own)."""
-    write_view(plan_view(_open(CHAPTERS.index("ch11_language_model") + 1)), tmp_path)
+    write_view(plan_view(COURSE, _open(CHAPTERS.index("ch11_language_model") + 1)), tmp_path)
     result = _run_in_view(tmp_path, """
         from transformer_ref.training.checkpoint import load_checkpoint
         from transformer_ref.training.lm_training import SHIPPED_LM
@@ -151,10 +155,10 @@ def test_the_view_holds_the_data_files_its_packages_install(tmp_path: Path):
 
 
 def test_write_view_updates_in_place_and_says_when_it_changed(tmp_path: Path):
-    assert write_view(plan_view(_open(2)), tmp_path)
+    assert write_view(plan_view(COURSE, _open(2)), tmp_path)
     marker = (tmp_path / "transformer_ref").stat().st_ino
-    assert not write_view(plan_view(_open(2)), tmp_path)
-    assert write_view(plan_view(_open(4)), tmp_path)
+    assert not write_view(plan_view(COURSE, _open(2)), tmp_path)
+    assert write_view(plan_view(COURSE, _open(4)), tmp_path)
     assert (tmp_path / "transformer_ref").stat().st_ino == marker  # the same folder, in place
     assert json.loads((tmp_path / "view.json").read_text())["hidden"]
     # A learner's JupyterLab reads the course's configuration layers from the view.
@@ -167,7 +171,7 @@ def test_write_view_updates_in_place_and_says_when_it_changed(tmp_path: Path):
 
 
 def test_states_come_from_the_exchange_and_the_due_dates(tmp_path: Path):
-    course = Course.of(course_dir=tmp_path / "course")
+    course = Course.of(ROOT, tmp_path / "course")
     register_assignments(course)
     exchange = tmp_path / "exchange"
     (exchange / "build-the-transformer" / "outbound" / CHAPTERS[1]).mkdir(parents=True)
@@ -181,7 +185,7 @@ def test_states_come_from_the_exchange_and_the_due_dates(tmp_path: Path):
 
 
 def test_a_class_release_that_needs_an_open_answer_is_refused(tmp_path: Path):
-    course = Course.of(course_dir=tmp_path / "course")
+    course = Course.of(ROOT, tmp_path / "course")
     register_assignments(course)
     with pytest.raises(ValueError, match="ch02.scaled_dot_product_attention.*close CHAPTER"):
         check_class_release(course, tmp_path / "exchange", [CHAPTERS[2]])
@@ -204,7 +208,7 @@ def test_the_close_and_view_commands(tmp_path: Path, capsys):
     assert "def softmax(" in answer.read_text()
     assert main(["close", "ch03", "--at", "2026-12-08T18:00", *where]) == 0
     assert "ch03_attention_head: due 2026-12-08" in capsys.readouterr().out
-    states = chapter_states(Course.of(course_dir=course_dir), exchange,
+    states = chapter_states(Course.of(ROOT, course_dir), exchange,
                             datetime(2026, 12, 9, tzinfo=UTC))
     assert states.closed == {CHAPTERS[1], CHAPTERS[2]}
     assert main(["close", "ch03", "--at", "next tuesday", *where]) == 2

@@ -32,6 +32,7 @@ from nbgrader.server_extensions.formgrader.formgrader import FormgradeExtension
 from tornado import web
 from traitlets import Unicode
 
+from autograder.course import Course
 from autograder.flags import read_flags
 from autograder.nbgrader_hooks.commands import course_of
 from autograder.steps.feedback import generate_feedback, sanitise_fragment
@@ -46,9 +47,8 @@ MATHJAX = "static/jupyter_server_mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML
 
 def flags_of(coursedir: Any, student: str, chapter: str) -> list[dict[str, str | None]]:
     """The flags of one submission as JSON-ready dicts (``code``, ``cell``, ``reason``)."""
-    folder = course_of(coursedir).folder
     return [{"code": f.code, "cell": f.cell, "reason": f.reason}
-            for f in read_flags(folder, student, chapter)]
+            for f in read_flags(course_of(coursedir), student, chapter)]
 
 
 class FormgradeExporter(HTMLExporter):
@@ -57,6 +57,7 @@ class FormgradeExporter(HTMLExporter):
     feedback pages (:func:`~autograder.steps.feedback.sanitise_fragment`): Markdown cells
     (which nbgrader's template renders without nbconvert's ``sanitize_html``) and outputs."""
 
+    course_root = Unicode(help="the root of the course whose flag files are read")
     course_folder = Unicode(help="the course folder whose flag files are read")
 
     def default_filters(self):
@@ -73,7 +74,8 @@ class FormgradeExporter(HTMLExporter):
                       **kw: Any) -> tuple[str, dict]:
         resources = dict(resources or {})
         student, chapter = resources.get("student"), resources.get("assignment_id")
-        flags = read_flags(self.course_folder, student, chapter) if student and chapter else []
+        course = Course(Path(self.course_root), Path(self.course_folder))
+        flags = read_flags(course, student, chapter) if student and chapter else []
         resources["course_flags"] = flags
         return super().from_filename(filename, resources, **kw)
 
@@ -175,7 +177,8 @@ class CourseFormgrader(FormgradeExtension):
             # so that the course's page can extend 'formgrade/index.html.j2', nbgrader's
             extra_template_paths=[handlers.template_path],
             mathjax_url=url_path_join(webapp.settings["base_url"], MATHJAX),
-            sanitize_html=True, course_folder=str(course.folder))
+            sanitize_html=True, course_root=str(course.root),
+            course_folder=str(course.folder))
 
     def init_handlers(self, webapp) -> None:
         routes = [_replaced(route) for route in
