@@ -129,7 +129,7 @@ def flops_per_target_token(run_dir: Path, model_config: dict[str, Any]) -> float
     from tokenizers import Tokenizer
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from throughput_vs_torch import Size, model_flops
+    from throughput_vs_torch import model_flops
 
     from transformer_ref.data.datasets import load_multi30k
     from transformer_ref.data.tokenizer import encode_batch
@@ -150,14 +150,12 @@ def flops_per_target_token(run_dir: Path, model_config: dict[str, Any]) -> float
     params = {part: sum(p.numel() for p in getattr(model, part).parameters())
               for part in ("encoder", "decoder")}
     params["generator"] = model.generator.proj.weight.numel()
-    size = Size(n_layers=model_config["N"], d_model=model_config["d_model"], d_ff=0, heads=0,
-                vocab=0, batch=0, max_len=0)
     # model_flops reads real lengths from padded tensors: one row per pair, target shifted.
     src = torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s, _ in pairs],
                                           batch_first=True, padding_value=PAD_ID)
     tgt = torch.nn.utils.rnn.pad_sequence([torch.tensor(t) for _, t in pairs],
                                           batch_first=True, padding_value=PAD_ID)
-    flops = model_flops(size, (src, None, tgt), params)
+    flops = model_flops(model_config["N"], model_config["d_model"], (src, None, tgt), params)
     return flops / float((tgt != PAD_ID).sum())
 
 
@@ -218,8 +216,10 @@ def multi30k(args: argparse.Namespace) -> dict[str, Any]:
     recipe = fitted_recipe(args, command)
     print(f"recipe for {args.train_minutes:g} minutes: {recipe}", flush=True)
     for name, value in recipe.items():
-        command += ["--max-steps", str(value)] if name == "max_steps" else \
-            ["--set", f"{name}={value!r}"]
+        if name != "max_steps":
+            command += ["--set", f"{name}={value!r}"]
+        elif "--max-steps" not in command:  # --quick names its own
+            command += ["--max-steps", str(value)]
     # The cap only guards the call's time limit: the steps were chosen to end before it.
     command += ["--max-minutes", str(args.train_minutes * 1.15),
                 "--eval-every", str(max(recipe["max_steps"] // 2, 1))]

@@ -139,15 +139,17 @@ def random_batches(size: Size, count: int, device: torch.device, seed: int) -> l
     return batches
 
 
-def model_flops(size: Size, batch: tuple, params: dict[str, int]) -> float:
-    """Model FLOPs of one training step (formula in the module docstring)."""
+def model_flops(n_layers: int, d_model: int, batch: tuple, params: dict[str, int]) -> float:
+    """Model FLOPs of one training step (formula in the module docstring) of a model with
+    ``n_layers`` layers of width ``d_model`` on ``batch`` = (source, _, shifted target), each
+    padded ``(batch, length)``."""
     src, _, tgt_out = batch
     src_len = (src != PAD_ID).sum(1).double()
     tgt_len = (tgt_out != PAD_ID).sum(1).double()
     dense = 6 * (params["encoder"] * src_len.sum()
                  + (params["decoder"] + params["generator"]) * tgt_len.sum())
     pairs = src_len**2 + tgt_len**2 + tgt_len * src_len
-    attention = 12 * size.n_layers * size.d_model * pairs.sum()
+    attention = 12 * n_layers * d_model * pairs.sum()
     return float(dense + attention)
 
 
@@ -216,7 +218,7 @@ def benchmark_size(name: str, size: Size, device: torch.device, args: argparse.N
         for part in ("encoder", "decoder")
     }
     params["generator"] = ours_model.generator.proj.weight.numel()
-    flops = sum(model_flops(size, batch, params) for batch in batches)
+    flops = sum(model_flops(size.n_layers, size.d_model, batch, params) for batch in batches)
     peak = peak_flops(device) if name == "base-like" else None
 
     for trainer in trainers.values():

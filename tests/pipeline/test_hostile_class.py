@@ -7,9 +7,10 @@ folders, damaged or crafted zip members, colliding ids, lying times), what break
 (old formats, deep or odd JSON, odd metadata, points claimed by learner cells, huge
 expressions, folder bombs) and what breaks the reports (hostile HTML, false audit matches,
 inflated points, repeated cell ids). collect, ``autograde --jobs 2``, feedback and export run,
-then all of it again: every bad learner ends with a specific flag or a ``REFUSED`` line,
-every honest learner keeps full marks, no original changes, and the second run's CSV, flag
-files and feedback pages are byte-identical to the first's.
+then all of it again (grading again the learners whose notebooks it must normalise): every bad
+learner ends with a specific flag or a ``REFUSED`` line, every honest learner keeps full marks,
+no original changes, and the second run's CSV, flag files, autograded notebooks and feedback
+pages are byte-identical to the first's.
 
 Grading itself (``autograde``) is a black box here: each odd file is judged by its outcome.
 """
@@ -48,6 +49,10 @@ AUTO_POINTS = 7
 LIMIT_ARGS = ["--cell-timeout", "60", "--notebook-timeout", "180", "--memory-mb", "2048",
               "--max-processes", "64", "--max-output-bytes", "200000"]
 STAMP = "2024-05-01 08:00:00.000000 UTC"
+# The second run grades again only the learners whose notebooks grading must normalise (cell
+# ids invented or repeated, an old format, points claimed): what could differ between runs.
+# Grading every learner twice cost minutes and proved no more.
+REGRADED = ("old_format", "repeated_ids", "nbformat3", "claims_points")
 COMMENT = "# I checked my solutions against the worked examples\n"
 
 pytestmark = [pytest.mark.slow]
@@ -295,12 +300,14 @@ def command(args: list[str]) -> tuple[int, str, str]:
     return status, out.getvalue(), err.getvalue()
 
 
-def run_pipeline(sources: list[str], where: list[str]) -> dict:
-    """collect, autograde --jobs 2, feedback, export; what they printed and left."""
+def run_pipeline(sources: list[str], where: list[str], students: tuple[str, ...] = ()) -> dict:
+    """collect, autograde --jobs 2 (every learner, or only ``students``), feedback, export;
+    what they printed and left."""
     status, collected, _ = command(["collect", *sources, *where])
     assert status == 0
+    only = [arg for student in students for arg in ("--student", student)]
     status, graded, graded_err = command(["autograde", "ch02", "--jobs", "2", *LIMIT_ARGS,
-                                          *where])
+                                          *only, *where])
     assert status == 0
     feedback_status, feedback_out, feedback_err = command(["feedback", "ch02", *where])
     status, exported, _ = command(["export", "-o", "-", *where])
@@ -337,10 +344,11 @@ def hostile(tmp_path_factory) -> dict:
     saved, tempfile.tempdir = tempfile.tempdir, str(scratch)
     runs = []
     try:
-        for _ in range(2):
-            run = run_pipeline(sources, where)
+        for students in ((), REGRADED):
+            run = run_pipeline(sources, where, students)
             run["flag_files"] = tree_state(course / "flags")
             run["feedback_pages"] = tree_state(course / "feedback")
+            run["autograded"] = tree_state(course / "autograded")
             runs.append(run)
     finally:
         tempfile.tempdir = saved
@@ -497,6 +505,8 @@ def test_a_second_run_is_byte_identical(hostile):
     assert two["csv"] == one["csv"]
     assert two["flag_files"] == one["flag_files"]
     assert two["feedback_pages"] == one["feedback_pages"]
+    assert two["autograded"] == one["autograded"]
+    assert sorted(set(REGRADED)) == sorted(re.findall(rf"^(\S+) +{CH} ", two["autograde"], re.M))
     assert "  new  " not in two["collect"] and two["collect"].count(" unchanged ") == len(
         csv_rows(one))
 
