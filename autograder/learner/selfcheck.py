@@ -159,6 +159,7 @@ def run_selfcheck(path: str | Path, *, timeout: int = CELL_TIMEOUT,
     Raises:
         FileNotFoundError, ValueError: see :func:`read_notebook`.
     """
+    # Loaded when a notebook is run: reading one (the notebook's check()) needs none of it.
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 

@@ -432,6 +432,7 @@ class _Call:
 
 
 def _remote_call_function() -> type:
+    # torch only when a check hands a learner's module a tensor: NumPy chapters never load it.
     import torch
 
     class RemoteCallFunction(torch.autograd.Function):

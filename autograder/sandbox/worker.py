@@ -35,6 +35,7 @@ import resource
 import shutil
 import signal
 import sys
+import time
 import traceback
 from typing import Any, BinaryIO
 
@@ -259,8 +260,6 @@ def _run_code_cells(client: Any, outcomes: CellOutcomes, limits: dict[str, Any],
                     deadline: float) -> None:
     """Run the code cells one after the other until the notebook's ``deadline`` (monotonic
     seconds) or the kernel's death; each cell under its own time limit."""
-    import time
-
     import nbformat
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
@@ -295,8 +294,6 @@ def _run_code_cells(client: Any, outcomes: CellOutcomes, limits: dict[str, Any],
 
 def _execute(spec: dict[str, Any], spec_path: str, notebook_text: str) -> dict[str, Any]:
     """Run the notebook with nbclient; return the notebook and per-cell outcomes as JSON."""
-    import time
-
     sys.modules.setdefault("rfc3987_syntax", None)  # a slow import nbformat has no use for
     import nbformat
 

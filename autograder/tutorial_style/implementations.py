@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from autograder.tutorial_style.parts import LanguageModelParts, StdLayerNorm
 from transformer_ref.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from transformer_ref.decoding import greedy_decode
 from transformer_ref.masks import subsequent_mask
 from transformer_ref.modules import (
     Decoder,
@@ -560,8 +561,6 @@ def packing_style_translate_batched(model, sources, max_len, batch_size=32, pad_
                                     decoder=None):
     """Batches sorted longest first (as ``pack_padded_sequence`` wants them), padded with
     ``nn.utils.rnn.pad_sequence``, and put back into the input order by the sort's indices."""
-    from transformer_ref.decoding import greedy_decode
-
     decoder = decoder or greedy_decode
     lengths = torch.tensor([len(s) for s in sources])
     sorted_idx = torch.argsort(lengths, descending=True, stable=True).tolist()
