@@ -23,7 +23,11 @@ def run(args: argparse.Namespace) -> int:
               "2026-12-01T18:00 (local time) or 2026-12-01T17:00+00:00", file=sys.stderr)
         return 2
     for chapter in args.chapters:
-        when = close_chapter(course, chapter, at)
+        try:
+            when = close_chapter(course, chapter, at)
+        except ValueError as exc:  # not a class's course folder: nothing was closed
+            print(f"close failed: {exc}", file=sys.stderr)
+            return 1
         print(f"{chapter}: due {when:%Y-%m-%d %H:%M} UTC; from then on its answers are part of "
               "the learners' view")
     if args.exchange is not None:

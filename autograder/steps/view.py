@@ -21,7 +21,8 @@ passed: ``python -m autograder close ch02`` sets it to now, and the Formgrader's
 Assignments" page edits it. From then on its references are part of the view.
 
 A released chapter must not need an open chapter's reference to run; :func:`release_problems`
-names each such need, and the class release refuses it.
+names each such need, and the class release refuses it (:func:`check_class_release`), naming
+the chapters to close first and the command that closes them in this class.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from __future__ import annotations
 import filecmp
 import json
 import os
+import shlex
 import shutil
 import tempfile
 import tomllib
@@ -133,10 +135,25 @@ def plan_view(course: Course, states: ChapterStates) -> View:
 def release_problems(course: Course, chapter: str, states: ChapterStates) -> list[str]:
     """Why learners could not run ``chapter`` now: each course module its notebook imports
     (or that those import when loaded) that holds the answer of a chapter still open."""
+    return [f"{chapter} imports {module}, the course's answer to {', '.join(ids)}"
+            for module, ids in _open_needs(course, chapter, states).items()]
+
+
+def _open_needs(course: Course, chapter: str, states: ChapterStates
+                ) -> dict[str, tuple[str, ...]]:
+    """Module -> open exercise ids, for each module ``chapter`` needs that holds them."""
     answers = open_answers(states)
     needed = closure(_chapter_roots(course, chapter), at_import=True)
-    return [f"{chapter} imports {module}, the course's answer to {', '.join(answers[module])}"
-            for module in sorted(needed & set(answers))]
+    return {module: answers[module] for module in sorted(needed & set(answers))}
+
+
+def chapters_to_close(course: Course, chapters: Iterable[str], states: ChapterStates
+                      ) -> list[str]:
+    """The open chapters whose answers the released ``chapters`` need, in course order."""
+    ids = {e for chapter in chapters for held in _open_needs(course, chapter, states).values()
+           for e in held}
+    return [chapter for chapter in CHAPTERS if any(CHAPTERS_BY_PREFIX[e[:4]] == chapter
+                                                   for e in ids)]
 
 
 def _packages(module: str) -> list[str]:
@@ -266,7 +283,16 @@ def close_chapter(course: Course, chapter: str, at: datetime | None = None) -> d
 
     Once the due date has passed, the chapter counts as closed: its references join the
     learners' view at its next refresh (:func:`refresh_view`).
+
+    Raises:
+        ValueError: the course folder has no gradebook, so no chapter was ever released there:
+            it is not a class's (no gradebook is created).
     """
+    if not course.gradebook.is_file():
+        raise ValueError(
+            f"{course.folder} holds no gradebook, so no chapter was released there: it is not "
+            f"your class's course folder, and nothing was closed. Name yours with --course-dir "
+            f"(the class server of `make hub` keeps it in build/hub/course).")
     when = (at or datetime.now(UTC)).astimezone(UTC)
     with open_gradebook(course) as gradebook:
         gradebook.update_or_create_assignment(chapter, duedate=when.replace(tzinfo=None))
@@ -278,14 +304,22 @@ def check_class_release(course: Course, exchange: str | os.PathLike,
     """Refuse to release ``chapters`` to a class whose learners could not run them yet.
 
     Raises:
-        ValueError: a chapter imports the answer of a chapter that is still open; the message
-            names each import and the chapter to close first.
+        ValueError: a chapter imports the answer of a chapter that is still open; the
+            message names, in a few lines, the chapters to close first and the command that
+            closes them in this class.
     """
     states = chapter_states(course, exchange)
     states = ChapterStates(states.released | set(chapters), states.closed)
-    problems = [p for chapter in chapters for p in release_problems(course, chapter, states)]
-    if problems:
-        raise ValueError(
-            "learners could not run what you release: " + "; ".join(problems) + ". Close the "
-            "chapters of those answers first (python -m autograder close CHAPTER, or their due "
-            "date in the Formgrader), then release again.")
+    blocked = [c for c in chapters if _open_needs(course, c, states)]
+    if not blocked:
+        return
+    first = chapters_to_close(course, blocked, states)
+    where = ([] if course.root == ROOT else ["--root", str(course.root)]) + [
+        "--course-dir", str(course.folder), "--exchange", str(exchange)]
+    raise ValueError(
+        f"Not released: {', '.join(blocked)} needs course code that holds the answers of "
+        f"{', '.join(first)}, still open in this class.\n"
+        f"Close {'it' if len(first) == 1 else 'them'} first (or set "
+        f"{'its due date' if len(first) == 1 else 'their due dates'} in the Formgrader's Manage "
+        f"Assignments), then release again:\n"
+        f"    {shlex.join(['python', '-m', 'autograder', 'close', *first, *where])}")

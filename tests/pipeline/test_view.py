@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import logging
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -184,14 +186,77 @@ def test_states_come_from_the_exchange_and_the_due_dates(tmp_path: Path):
     assert chapter_states(course, exchange, now + timedelta(days=2)).closed == set(CHAPTERS[:2])
 
 
-def test_a_class_release_that_needs_an_open_answer_is_refused(tmp_path: Path):
+def test_a_class_release_that_needs_an_open_answer_is_refused_with_the_command_to_run(
+        tmp_path: Path, capsys):
+    """The refusal names chapters (not exercises or modules) and, in a few lines, the command
+    that closes them in this class; run as written, it lets the release through."""
+    from autograder.cli import main
+
     course = Course.of(ROOT, tmp_path / "course")
     register_assignments(course)
-    with pytest.raises(ValueError, match="ch02.scaled_dot_product_attention.*close CHAPTER"):
-        check_class_release(course, tmp_path / "exchange", [CHAPTERS[2]])
-    for chapter in CHAPTERS[:2]:
-        close_chapter(course, chapter)
-    check_class_release(course, tmp_path / "exchange", [CHAPTERS[2]])
+    exchange = tmp_path / "exchange"
+    with pytest.raises(ValueError) as refused:
+        check_class_release(course, exchange, ["ch11_language_model"])
+    message = str(refused.value)
+    assert len(message.splitlines()) <= 4 and "ch02." not in message, message
+    command = message.splitlines()[-1].split()
+    assert command[:4] == ["python", "-m", "autograder", "close"]
+    assert command[command.index("--course-dir") + 1] == str(course.folder)
+    assert command[command.index("--exchange") + 1] == str(exchange)
+    closing = command[4:command.index("--course-dir")]
+    # Chapter 11 builds on chapters 7 and 8's modules and chapter 1's positions: those first.
+    assert closing == ["ch01_positional_encoding", "ch07_pytorch_modules",
+                       "ch08_decoder_and_model"]
+    assert main(command[3:]) == 0
+    assert "ch08_decoder_and_model: due" in capsys.readouterr().out
+    check_class_release(course, exchange, ["ch11_language_model"])
+
+
+def test_the_formgrader_shows_the_refusal_without_debug_records_or_a_traceback(tmp_path: Path):
+    """The Formgrader's Release button (nbgrader's API, the course's exchange class) answers a
+    refused release with the refusal's lines only."""
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    from autograder.course import course_config
+    from autograder.nbgrader_hooks.formgrader import readable
+
+    chapter = "ch03_attention_head"
+    shutil.copytree(ROOT / "solutions" / chapter, tmp_path / "solutions" / chapter)
+    config = course_config(tmp_path, tmp_path / "course")
+    config.Exchange.root = str(tmp_path / "exchange")
+    result = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config
+                         ).release_assignment(chapter)
+    assert not result["success"] and "ExchangeError" in result["error"]
+    shown = readable(result)
+    assert "error" not in shown, shown
+    assert "Not released: ch03_attention_head" in shown["log"]
+    assert "python -m autograder close ch01_positional_encoding ch02_attention" in shown["log"]
+    assert not (tmp_path / "notebooks").exists()
+    # A release that goes through, with a server that logs debug records (as the class
+    # server's does): they are left out of what is shown.
+    shutil.copytree(ROOT / "solutions" / CHAPTERS[0], tmp_path / "solutions" / CHAPTERS[0])
+    api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+    level = api.log.level
+    api.log.setLevel(logging.DEBUG)
+    try:
+        result = api.release_assignment(CHAPTERS[0])
+    finally:
+        api.log.setLevel(level)
+    assert result["success"] and "[DEBUG]" in result["log"], result
+    shown = readable(result)
+    assert "[DEBUG]" not in shown["log"] and "the gradebook holds its points" in shown["log"]
+
+
+def test_close_refuses_a_folder_that_is_no_class_and_writes_nothing(tmp_path: Path, capsys):
+    """`close` without the class's --course-dir (here: a folder no chapter was released to)
+    says so and creates no gradebook, instead of closing the chapter in a new one."""
+    from autograder.cli import main
+
+    elsewhere = tmp_path / "not-the-class"
+    assert main(["close", "ch02", "--course-dir", str(elsewhere)]) == 1
+    assert "holds no gradebook" in capsys.readouterr().err
+    assert not elsewhere.exists()
 
 
 def test_the_close_and_view_commands(tmp_path: Path, capsys):
@@ -202,6 +267,7 @@ def test_the_close_and_view_commands(tmp_path: Path, capsys):
     course_dir, exchange = tmp_path / "course", tmp_path / "exchange"
     (exchange / "build-the-transformer" / "outbound" / CHAPTERS[1]).mkdir(parents=True)
     where = ["--course-dir", str(course_dir)]
+    register_assignments(Course.of(ROOT, course_dir))  # a release's, in a class
     assert main(["close", "ch02", *where, "--exchange", str(exchange)]) == 0
     assert "its answers are part of the learners' view" in capsys.readouterr().out
     answer = course_dir / "view" / "transformer_ref" / "numpy" / "scaled_attention.py"

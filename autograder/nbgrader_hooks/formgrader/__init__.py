@@ -12,6 +12,8 @@ take the course's path through :mod:`autograder.nbgrader_hooks.commands`), excep
   are typeset by the MathJax that ``jupyter_server_mathjax`` serves from this server, so they
   render offline; and the learner's HTML and Markdown are sanitised, since the page runs in
   the instructor's server (:class:`FormgradeExporter`, ``templates/course_formgrade/``);
+* **Release** shows the course's refusal (the chapters to close first and the command) as a
+  few lines, without nbgrader's debug records or a traceback;
 * **Generate Feedback**, for a chapter or one learner, is the course's
   (:func:`autograder.steps.feedback.generate_feedback`): one page per learner, a learner
   whose page fails is flagged and named in the log, the others get theirs.
@@ -150,8 +152,36 @@ class GenerateFeedback(apihandlers.GenerateFeedbackHandler):
         self.write(json.dumps(_feedback(self, assignment_id, student_id)))
 
 
+def readable(result: dict[str, Any]) -> dict[str, Any]:
+    """nbgrader's answer to a Formgrader button as an instructor reads it: its log without the
+    ``[DEBUG]`` records and, when the course refused the action (nbgrader's ``ExchangeError``,
+    whose reason the log holds), without a traceback."""
+    kept, debug = [], False
+    for line in result.get("log", "").splitlines():
+        if line.startswith("["):  # a record starts; its message may go on over more lines
+            debug = line.startswith("[DEBUG]")
+        if not debug:
+            kept.append(line)
+    answer = {**result, "log": "\n".join(kept)}
+    if not result["success"] and "ExchangeError: " in result.get("error", ""):
+        answer.pop("error")
+    return answer
+
+
+class ReleaseReadably(apihandlers.ReleaseHandler):
+    """Release of a chapter (the course's, :class:`~autograder.nbgrader_hooks.commands.
+    CourseRelease`): a refusal reads as its few lines, not under a traceback."""
+
+    @web.authenticated
+    @check_xsrf
+    @check_notebook_dir
+    def post(self, assignment_id: str) -> None:
+        self.write(json.dumps(readable(self.api.release_assignment(assignment_id))))
+
+
 # nbgrader's handler class -> the course's, by the route nbgrader gives it.
 REPLACED = {
+    apihandlers.ReleaseHandler: ReleaseReadably,
     apihandlers.SubmissionCollectionHandler: SubmissionsWithFlags,
     apihandlers.SubmissionHandler: SubmissionWithFlags,
     apihandlers.GenerateAllFeedbackHandler: GenerateAllFeedback,
