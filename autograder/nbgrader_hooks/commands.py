@@ -66,6 +66,7 @@ from autograder.grade.secret import SecretError, require_grading_secret
 from autograder.grade.store import store_outcome
 from autograder.sandbox.launcher import GraderFaultError, Limits, check_sandbox
 from autograder.steps.exchange import release_feedback, unreleasable
+from autograder.steps.feedback import hide_hidden_checks
 from autograder.steps.release import ensure_recorded, release
 from autograder.steps.report import export_csv
 
@@ -165,7 +166,8 @@ class SandboxedAutograde(NotebookExporter):
 class LearnersView(Preprocessor):
     """A ``GenerateFeedback`` preprocessor: the notebook as learners may see it, without
     hidden tests and without the tracebacks of graded cells
-    (:func:`~autograder.grade.learner.strip_for_learners`).
+    (:func:`~autograder.grade.learner.strip_for_learners`), and without what a hidden check
+    tried (:func:`~autograder.steps.feedback.hide_hidden_checks`).
 
     A plain nbconvert preprocessor, not nbgrader's: nbgrader's base class redeclares
     ``display_data_priority`` without the ``config`` tag, so each feedback run warned that the
@@ -175,6 +177,7 @@ class LearnersView(Preprocessor):
 
     def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
         strip_for_learners(nb)
+        hide_hidden_checks(nb)
         return nb, resources
 
 

@@ -2,8 +2,9 @@
 
 The pages are rendered by nbgrader's ``GenerateFeedback`` from the autograded notebooks, which
 :mod:`autograder.grade.learner` writes without hidden tests and without tracebacks in graded
-cells, so learners see their scores, their outputs and each check's diagnosis, but no hidden
-test code.
+cells, so learners see their scores, their outputs and each visible check's diagnosis, but no
+hidden test code. A failed hidden check reads as a general sentence, never with its inputs, and
+no "all passed" line stays above a failure (:func:`hide_hidden_checks`).
 
 A page shows what the learner wrote (Markdown with raw HTML, HTML outputs), so it is cleaned
 with the ``nh3`` sanitiser (the Ammonia HTML sanitiser) before it is written
@@ -28,9 +29,11 @@ from typing import Any
 import nh3
 from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+from nbformat import NotebookNode
 
 from autograder.course import Course, ensure_alembic_on_path
 from autograder.flags import Flag, write_flags
+from autograder.notebook import graded_test_cells
 
 # What the rendered notebook is made of: text, code, tables and embedded images.
 _TAGS = frozenset(nh3.ALLOWED_TAGS) - {"area", "map"}
@@ -53,6 +56,48 @@ _LINK = re.compile(r"(https?:|mailto:|#)", re.IGNORECASE)
 _LOG_ERROR = re.compile(r"^\s*((?:\w+\.)*\w*(?:Error|Exception|Entry|Exit)\b.*)$", re.M)
 # Tags of nbgrader's page head: its title, and its own style sheets (never learner input).
 _HEAD_TAGS = frozenset({"meta", "title", "style"})
+
+
+# A check's success line (autograder.exercises.registry.grade_function), e.g.
+# "ch02.softmax (hidden checks): all passed."
+_PASS_LINE = re.compile(r"^\S+ \((?:visible|hidden) checks\): all passed\.\n?", re.M)
+_EXERCISE_ID = re.compile(r"\bch\d\d\.[a-z_][a-z0-9_]*")
+HIDDEN_FAILED = (
+    "a hidden check, with other inputs than the visible checks, failed: your code is not yet "
+    "right in general. Look for what the visible checks do not try (other shapes, axes, "
+    "lengths, values or dtypes), test your function on such inputs yourself, and compare "
+    "with what the exercise asks. The hidden checks themselves are not shown.")
+NOT_CONFIRMED = (
+    "your notebook reported a pass, but the grader's own run of this exercise's checks, "
+    "outside your notebook, did not confirm it, so this cell scores 0. This happens when the "
+    "function depends on something other than its arguments (a variable or state from another "
+    "cell, a file, a changed library or check), or when it fails the hidden checks. Make it "
+    "depend on its arguments only, restart the kernel, run every cell, and check again.")
+
+
+def hide_hidden_checks(nb: NotebookNode) -> None:
+    """Make a graded notebook's feedback give nothing of the hidden checks away (in place).
+
+    In each graded test cell that failed, the failure of a hidden check (or of the grader's
+    own check outside the notebook) reads as a general sentence instead of its diagnosis,
+    which names the hidden inputs, and no check's "all passed" line stays above the failure.
+    The autograded notebook itself, which instructors read, keeps the whole diagnosis.
+    """
+    for cell in graded_test_cells(nb):
+        errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
+        if not errors:
+            continue
+        for output in errors:
+            secret = output.ename == "VerificationFailed" or "(hidden checks)" in output.evalue
+            if secret:
+                found = _EXERCISE_ID.search(output.evalue)
+                general = NOT_CONFIRMED if output.ename == "VerificationFailed" else HIDDEN_FAILED
+                output.evalue = f"{found.group(0)}: {general}" if found else general
+                output.traceback = [f"{output.ename}: {output.evalue}"]
+        for output in cell.outputs:
+            if output.output_type == "stream":
+                output.text = _PASS_LINE.sub("", output.text)
+        cell.outputs = [o for o in cell.outputs if o.output_type != "stream" or o.text]
 
 
 def _attribute_filter(tag: str, attribute: str, value: str) -> str | None:

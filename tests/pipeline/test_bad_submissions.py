@@ -331,6 +331,12 @@ def test_feedback_hides_hidden_tests(graded):
     assert "costs no points" in page and "np.sqrt(d_k)" in page
     assert "Note:" not in (graded["course"] / "feedback" / "honest_a" / CH / f"{CH}.html"
                            ).read_text(encoding="utf-8")
+    # Its checks patched, the kernel passed everything and the grader confirmed nothing: the
+    # page says why in general, with no hidden input and no "all passed" above a 0.
+    page = (graded["course"] / "feedback" / "monkeypatch" / CH / f"{CH}.html"
+            ).read_text(encoding="utf-8")
+    assert "did not confirm it" in page and "checks): all passed" not in page
+    assert "hidden checks) failed" not in page and "depend on its arguments only" in page
 
 
 def test_rerun_is_idempotent_and_serial_equals_parallel(graded, tmp_path):

@@ -11,8 +11,15 @@ import matplotlib
 import nbformat
 import pytest
 
-from autograder.course import Course, course_config
-from autograder.steps.feedback import FeedbackExporter, sanitise_page
+from autograder.course import ROOT, Course, course_config
+from autograder.notebook import graded_test_cells
+from autograder.steps.feedback import (
+    HIDDEN_FAILED,
+    NOT_CONFIRMED,
+    FeedbackExporter,
+    hide_hidden_checks,
+    sanitise_page,
+)
 
 matplotlib.use("Agg")
 
@@ -179,3 +186,46 @@ def test_feedback_is_released_to_the_exchange(tmp_path):
     result = api.release_feedback("ch05_layer_norm_ffn")
     assert not result["success"]
     assert "no feedback page of ch05_layer_norm_ffn has been generated yet" in result["log"]
+
+
+def _graded(outputs: list[list[nbformat.NotebookNode]]) -> nbformat.NotebookNode:
+    """Chapter 2's source notebook whose graded cells have ``outputs``, in order."""
+    nb = nbformat.read(Course.of(ROOT).source_notebook("ch02_attention"), as_version=4)
+    for cell, given in zip(graded_test_cells(nb), outputs, strict=False):
+        cell.outputs = given
+    return nb
+
+
+def _stream(text: str) -> nbformat.NotebookNode:
+    return nbformat.v4.new_output("stream", name="stdout", text=text)
+
+
+def _error(name: str, value: str) -> nbformat.NotebookNode:
+    return nbformat.v4.new_output("error", ename=name, evalue=value,
+                                  traceback=[f"{name}: {value}"])
+
+
+def test_feedback_gives_no_hidden_input_away_and_no_pass_sits_above_a_failure():
+    passes = _stream("ch02.softmax (visible checks): all passed.\n"
+                     "ch02.softmax (hidden checks): all passed.\n")
+    nb = _graded([
+        [passes, _error("VerificationFailed", "the notebook reported a pass, but ...: "
+                        "ch02.softmax (hidden checks) failed: softmax(x) with x of shape "
+                        "(2, 3, 3, 7) gave ...")],
+        [_stream("ch02.scaled_dot_product_attention (visible checks): all passed.\n"),
+         _error("CheckFailed", "ch02.scaled_dot_product_attention (hidden checks) failed: "
+                "with q of shape (2, 3, 8, 7) ...")],
+        [_error("CheckFailed", "ch02.causal_mask (visible checks) failed: causal_mask(3) gave")],
+        [_stream("ch02.padding_mask (visible checks): all passed.\nNote: float64 is fine.\n")],
+    ])
+    hide_hidden_checks(nb)
+    first, second, third, fourth = (c.outputs for c in graded_test_cells(nb)[:4])
+    assert [o.output_type for o in first] == ["error"]  # no "all passed" above the 0
+    assert first[0].evalue == f"ch02.softmax: {NOT_CONFIRMED}"
+    assert second[-1].evalue == f"ch02.scaled_dot_product_attention: {HIDDEN_FAILED}"
+    text = nbformat.writes(nb)
+    assert "(2, 3, 3, 7)" not in text and "(2, 3, 8, 7)" not in text and "all passed" in text
+    # What the learner sees anyway stays: a visible failure's diagnosis, a passing cell's lines.
+    assert third[0].evalue.endswith("causal_mask(3) gave")
+    assert fourth[0].text == ("ch02.padding_mask (visible checks): all passed.\n"
+                              "Note: float64 is fine.\n")
