@@ -8,6 +8,7 @@ Layout (nbgrader's names on the left; :class:`Course` turns them into paths):
     autograded  autograder/course/autograded/<student>/<chapter>/    not committed
     feedback    autograder/course/feedback/<student>/<chapter>/      not committed
     flags       autograder/course/flags/<student>/<chapter>.json     not committed
+    deadlines   autograder/course/deadlines.json                     not committed
     gradebook   autograder/course/gradebook.db                       not committed
 
 Plain nbgrader commands pick this configuration up when they run from the ``autograder/``
@@ -135,6 +136,12 @@ class Course:
     def flags_file(self, student: str, chapter: str) -> Path:
         """``<folder>/flags/<student>/<chapter>.json`` (see :mod:`autograder.flags`)."""
         return self.folder / "flags" / student / f"{chapter}.json"
+
+    @property
+    def deadlines_file(self) -> Path:
+        """``<folder>/deadlines.json``: extensions and late policies (see
+        :mod:`autograder.deadlines`)."""
+        return self.folder / "deadlines.json"
 
     @property
     def gradebook(self) -> Path:

@@ -154,7 +154,9 @@ STEPS = {
     "autograder.grade.run": ("autograde",),
     "autograder.copies.detect": ("check_chapter", "after_grading", "course_sources"),
     "autograder.steps.view": ("chapter_states", "plan_view", "release_problems", "view_folder",
-                              "refresh_view", "close_chapter", "check_class_release"),
+                              "refresh_view", "check_class_release", "chapters_to_close"),
+    "autograder.deadlines": ("close_chapter", "extend", "set_late_policy", "late_policy",
+                             "due_dates", "extensions", "deadline", "sealed_for", "lateness"),
     "autograder.flags": ("write_flags", "read_flags"),
     "autograder.grade.gradebook": ("open_gradebook", "ensure_chapter", "register_students",
                                    "forget_ungraded", "save_grades", "read_scores"),
@@ -199,6 +201,7 @@ def test_no_function_falls_back_to_this_repositorys_course():
     the command line's options default to this repository, once."""
     known = modules()
     quiet = [f"{module}.{name}" for module, path in known.items()
-             if module.startswith((*GRADING_SIDE, "autograder.course", "autograder.flags"))
+             if module.startswith((*GRADING_SIDE, "autograder.course", "autograder.flags",
+                                   "autograder.deadlines"))
              for name in _defaults_to_root(path)]
     assert quiet == []

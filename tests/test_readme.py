@@ -702,7 +702,7 @@ def test_export_writes_the_default_file_and_honours_o(tmp_path, capsys) -> None:
     assert autograder_main(["export", *where]) == 0
     default = tmp_path / "course" / "grades.csv"
     assert default.read_text() == ("student,chapter,score,max_score,auto_score,auto_max,"
-                                   "manual_score,manual_max,manual_pending,flags,reasons\n")
+                                   "manual_score,manual_max,manual_pending,late_penalty,flags,reasons\n")
     assert autograder_main(["export", "-o", str(tmp_path / "grades.csv"), *where]) == 0
     assert (tmp_path / "grades.csv").read_bytes() == default.read_bytes()
     assert f"wrote 0 row(s) to {default}" in capsys.readouterr().out

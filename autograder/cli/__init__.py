@@ -1,7 +1,8 @@
 """``python -m autograder``: the instructors' command line.
 
     python -m autograder release [CHAPTER ...] [--exchange DIR]  solutions/ -> notebooks/ (-> DIR)
-    python -m autograder close CHAPTER ... [--at WHEN]        a class's chapter: answers revealed
+    python -m autograder close CHAPTER ... [--at WHEN] [--late-policy P]  a class's chapter due
+    python -m autograder extend CHAPTER LEARNER --until WHEN   one learner's extension
     python -m autograder view --out DIR [--released CH ...]   the learners' view of the course
     python -m autograder collect SOURCE ... [--exchange DIR] folders, LMS zips, nbgrader exchange
     python -m autograder autograde CHAPTER|all [--jobs N | --scheduler ADDRESS] [--student ID]
@@ -32,6 +33,7 @@ from autograder.cli import (
     collect,
     exercises,
     export,
+    extend,
     feedback,
     hub,
     release,
@@ -45,6 +47,7 @@ SUBCOMMANDS = (
     exercises,
     release,
     close,
+    extend,
     view,
     collect,
     autograde,

@@ -13,7 +13,8 @@ def run(args: argparse.Namespace) -> int:
     # Loaded when this subcommand runs: each pays only for its own imports.
     from datetime import datetime
 
-    from autograder.steps.view import close_chapter, refresh_view, view_folder
+    from autograder.deadlines import close_chapter, parse_policy, set_late_policy
+    from autograder.steps.view import refresh_view, view_folder
 
     course = course_of(args)
     try:
@@ -22,14 +23,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"close failed: --at {args.at!r} is not a date and time; write it as "
               "2026-12-01T18:00 (local time) or 2026-12-01T17:00+00:00", file=sys.stderr)
         return 2
+    try:
+        if args.late_policy is not None:
+            parse_policy(args.late_policy)
+    except ValueError as exc:  # refused before any chapter is closed
+        print(f"close failed: {exc}", file=sys.stderr)
+        return 1
     for chapter in args.chapters:
         try:
             when = close_chapter(course, chapter, at)
-        except ValueError as exc:  # not a class's course folder: nothing was closed
+            if args.late_policy is not None:
+                set_late_policy(course, chapter, args.late_policy)
+        except ValueError as exc:  # not a class's course folder, or no policy: as it was
             print(f"close failed: {exc}", file=sys.stderr)
             return 1
         print(f"{chapter}: due {when:%Y-%m-%d %H:%M} UTC; from then on its answers are part of "
-              "the learners' view")
+              "the view of every learner without an extension"
+              + (f"; late work: {args.late_policy}" if args.late_policy else ""))
     if args.exchange is not None:
         refresh_view(course, args.exchange)
         print(f"the learners' view in {view_folder(course)} is up to date")
@@ -48,6 +58,10 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                         help="chapter id such as ch02_attention, or its prefix ch02")
     parser.add_argument("--at", metavar="WHEN",
                         help="the due date instead of now, ISO format (2026-12-01T18:00)")
+    parser.add_argument("--late-policy", metavar="POLICY",
+                        help="what work handed in after a learner's deadline loses: none (the "
+                             "default: flagged only), zero, or P%%/hour or P%%/day of the "
+                             "chapter's points per hour or day begun (e.g. 10%%/day)")
     parser.add_argument("--exchange", type=Path, metavar="DIR",
                         help="the class's exchange: update the learners' view now (the class "
                              "server's checking service also does within a minute)")

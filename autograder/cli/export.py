@@ -29,6 +29,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         description="One row per learner and chapter: student, chapter, score, max_score "
                     "(the whole chapter), auto_score, auto_max (autograded), manual_score, "
                     "manual_max, manual_pending (graded by hand; points not graded yet), "
+                    "late_penalty (taken by the late policy, already out of score), "
                     "flags, reasons (long ones cut; the flag files keep the whole text).")
     parser.add_argument("--output", "-o", help="CSV path, or - for standard output "
                                                "(default: <course-dir>/grades.csv)")

@@ -97,12 +97,14 @@ def save_grades(
     notebook: NotebookNode,
     timestamp: datetime | None,
     flagged: bool,
+    late_penalty: float = 0.0,
 ) -> None:
     """Record the scores of an executed ``notebook`` in the gradebook (idempotent).
 
     The score of each graded cell follows nbgrader's own rule (an error output gives 0),
     through nbgrader's ``SaveAutoGrades``; manual scores already given are kept. The learner
-    is named as :func:`register_students` does.
+    is named as :func:`register_students` does. ``late_penalty`` goes where nbgrader keeps
+    it (the notebook's ``late_submission_penalty``), which its feedback page shows.
     """
     # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.preprocessors import SaveAutoGrades
@@ -117,6 +119,7 @@ def save_grades(
         with open_gradebook(course) as gradebook:
             submitted = gradebook.find_submission_notebook(chapter, chapter, student)
             submitted.flagged = flagged
+            submitted.late_submission_penalty = late_penalty or None
             gradebook.db.commit()
 
 
@@ -131,9 +134,10 @@ class Score:
     manual score when a human gave one, else its automatic score, plus any extra credit.
 
     Attributes:
-        score, max_score: ``auto_score + manual_score`` and ``auto_max_score +
-            manual_max_score``: the whole chapter.
+        score, max_score: ``auto_score + manual_score - late_penalty`` and
+            ``auto_max_score + manual_max_score``: the whole chapter.
         manual_pending: points of manual cells that no human has graded yet.
+        late_penalty: points the late policy took (:mod:`autograder.deadlines`).
     """
 
     student: str
@@ -143,10 +147,11 @@ class Score:
     manual_score: float
     manual_max_score: float
     manual_pending: float
+    late_penalty: float = 0.0
 
     @property
     def score(self) -> float:
-        return self.auto_score + self.manual_score
+        return self.auto_score + self.manual_score - self.late_penalty
 
     @property
     def max_score(self) -> float:
@@ -159,8 +164,9 @@ def read_scores(course: Course) -> list[Score]:
     with quiet_gradebook(), open_gradebook(course) as gradebook:
         for assignment in gradebook.assignments:
             for submission in assignment.submissions:
-                auto, manual = [], []
+                auto, manual, late = [], [], 0.0
                 for notebook in submission.notebooks:
+                    late += notebook.late_submission_penalty or 0.0
                     by_hand = ({c.name for c in notebook.notebook.solution_cells}
                                | {c.name for c in notebook.notebook.task_cells})
                     for grade in notebook.grades:
@@ -173,5 +179,6 @@ def read_scores(course: Course) -> list[Score]:
                     manual_max_score=float(sum(g.max_score for g in manual)),
                     manual_pending=float(sum(g.max_score for g in manual
                                              if g.needs_manual_grade)),
+                    late_penalty=float(late),
                 ))
     return sorted(rows, key=lambda r: (r.student, r.chapter))

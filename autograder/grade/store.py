@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import nbformat
+from nbformat import NotebookNode
 from nbgrader.utils import determine_grade, parse_utc
 
 from autograder.course import SECRET_FILE, TIMESTAMP_FILE, Course
+from autograder.deadlines import Lateness, lateness
 from autograder.flags import Flag, write_flags
 from autograder.grade.gradebook import save_grades
 from autograder.grade.learner import Outcome, placeholder
-from autograder.notebook import graded_test_cells
+from autograder.notebook import graded_test_cells, nbgrader_metadata
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,9 @@ def store_outcome(course: Course, outcome: Outcome) -> Summary:
     """Write one outcome: autograded notebook, gradebook scores, flags (this process only).
 
     An outcome without a notebook stores the release with every graded cell failed with the
-    reason of its first flag."""
+    reason of its first flag. Work handed in after the learner's deadline is flagged ``late``
+    and ``submitted_after_answers``, and the chapter's late policy takes its penalty
+    (:func:`autograder.deadlines.lateness`)."""
     student, chapter = outcome.student, outcome.chapter
     if outcome.notebook is None:
         release = nbformat.read(course.release_notebook(chapter), as_version=4)
@@ -45,7 +50,6 @@ def store_outcome(course: Course, outcome: Outcome) -> Summary:
     submitted = course.step_dir("submitted", student, chapter)
     target = course.step_dir("autograded", student, chapter)
     target.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, target / f"{chapter}.ipynb")
     stamp = submitted / TIMESTAMP_FILE
     timestamp = None
     if stamp.is_file():
@@ -54,11 +58,32 @@ def store_outcome(course: Course, outcome: Outcome) -> Summary:
     # Feedback pages are released to the exchange under a name derived from this secret.
     if (submitted / SECRET_FILE).is_file():
         shutil.copy2(submitted / SECRET_FILE, target / SECRET_FILE)
-    save_grades(course, student, chapter, nb, timestamp, flagged=bool(outcome.flags))
-    flags = tuple(write_flags(course, student, chapter, "grade", outcome.flags))
     scored = [determine_grade(c) for c in graded_test_cells(nb)]
-    return Summary(student, chapter, float(sum(s for s, _ in scored)),
-                   float(sum(m for _, m in scored)), flags, outcome.seconds)
+    score, max_score = float(sum(s for s, _ in scored)), float(sum(m for _, m in scored))
+    late = _late_work(course, student, chapter, nb, timestamp, score)
+    graded = [*outcome.flags, *late.flags]
+    nbformat.write(nb, target / f"{chapter}.ipynb")
+    save_grades(course, student, chapter, nb, timestamp, flagged=bool(graded),
+                late_penalty=late.penalty)
+    flags = tuple(write_flags(course, student, chapter, "grade", graded))
+    return Summary(student, chapter, score - late.penalty, max_score, flags, outcome.seconds)
+
+
+def _late_work(course: Course, student: str, chapter: str, nb: NotebookNode,
+               timestamp: datetime | None, score: float) -> Lateness:
+    """How late the submission handed in at ``timestamp`` (naive UTC, as nbgrader reads it)
+    is; when late, ``nb`` starts with a note that says so, which the learner's feedback page
+    and the Formgrader show first."""
+    # The late policy takes a share of the whole chapter's points, written answers included.
+    points = sum(float(nbgrader_metadata(c).get("points") or 0) for c in nb.cells
+                 if nbgrader_metadata(c).get("grade"))
+    late = lateness(course, chapter, student,
+                    None if timestamp is None else timestamp.replace(tzinfo=UTC), score, points)
+    if late.flags:
+        notice = nbformat.v4.new_markdown_cell(f"**Late:** {late.flags[0].reason}.")
+        notice.id = "late-notice"
+        nb.cells.insert(0, notice)
+    return late
 
 
 def store_safely(course: Course, outcome: Outcome) -> Summary:

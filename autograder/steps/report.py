@@ -18,7 +18,8 @@ from autograder.grade.gradebook import Score, read_scores
 from autograder.grade.store import Summary
 
 CSV_COLUMNS = ("student", "chapter", "score", "max_score", "auto_score", "auto_max",
-               "manual_score", "manual_max", "manual_pending", "flags", "reasons")
+               "manual_score", "manual_max", "manual_pending", "late_penalty", "flags",
+               "reasons")
 # Reasons longer than this are cut in the CSV (the flag file keeps the whole text), so that
 # every field stays far below the 131,072 characters Python's csv reader accepts by default.
 MAX_REASON_CHARS = 300
@@ -91,6 +92,8 @@ def export_csv(course: Course, path: str | os.PathLike | None = None) -> str:
     * ``auto_score``, ``auto_max``: the autograded test cells;
     * ``manual_score``, ``manual_max``: the written answers graded by hand (formgrader);
     * ``manual_pending``: hand-graded points nobody has graded yet (0 when done);
+    * ``late_penalty``: points the chapter's late policy took (already out of ``score``; the
+      ``late`` flag's reason says how late and which policy);
     * ``flags``: codes separated by ``;``; ``reasons``: their sentences separated by
       `` | ``, each cut at :data:`MAX_REASON_CHARS` characters (the flag file
       ``flags/<student>/<chapter>.json`` keeps the whole text).
@@ -110,7 +113,7 @@ def export_csv(course: Course, path: str | os.PathLike | None = None) -> str:
         writer.writerow([row.student, row.chapter, _number(row.score), _number(row.max_score),
                          _number(row.auto_score), _number(row.auto_max_score),
                          _number(row.manual_score), _number(row.manual_max_score),
-                         _number(row.manual_pending),
+                         _number(row.manual_pending), _number(row.late_penalty),
                          ";".join(dict.fromkeys(f.code for f in flags)),
                          _reasons(flags, row.student, row.chapter, course)])
     text = buffer.getvalue()

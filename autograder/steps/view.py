@@ -42,11 +42,13 @@ from pathlib import Path
 import nbformat
 
 from autograder.course import CHAPTERS, COURSE_ID, ROOT, Course
+from autograder.deadlines import due_dates, extensions, sealed_for
 from autograder.exercises.reach import closure, module_file, notebook_modules, reference_module
 from autograder.exercises.registry import all_exercises
-from autograder.grade.gradebook import open_gradebook
 
 VIEW_FOLDER = "view"
+# Beside it, the own view of each learner given an extension: view-of/<learner>.
+LEARNER_VIEWS = "view-of"
 # The learner-facing part of the course's own code: the notebook's check(), the self-check and
 # its pytest plugin, the remote check, and the configuration layers' imports.
 LEARNER_MODULES = (
@@ -83,12 +85,8 @@ def chapter_states(course: Course, exchange: str | os.PathLike | None,
 
 
 def _closed(course: Course, now: datetime | None) -> set[str]:
-    if not course.gradebook.is_file():
-        return set()
-    now = (now or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None)  # nbgrader: naive UTC
-    with open_gradebook(course) as gradebook:
-        return {a.name for a in gradebook.assignments
-                if a.name in CHAPTERS and a.duedate is not None and a.duedate <= now}
+    now = (now or datetime.now(UTC)).astimezone(UTC)
+    return {chapter for chapter, due in due_dates(course).items() if due <= now}
 
 
 @dataclass(frozen=True)
@@ -266,37 +264,26 @@ def _synchronise(staged: Path, folder: Path) -> bool:
     return changed
 
 
-def view_folder(course: Course) -> Path:
-    """``<course folder>/view``: the learner's view of a class."""
+def view_folder(course: Course, learner: str | None = None) -> Path:
+    """``<course folder>/view``: the learners' view of a class; for a ``learner`` who was
+    ever given an extension, their own, ``<course folder>/view-of/<learner>``."""
+    if learner is not None and any(who == learner for _, who in extensions(course)):
+        return course.folder / LEARNER_VIEWS / learner
     return course.folder / VIEW_FOLDER
 
 
 def refresh_view(course: Course, exchange: str | os.PathLike | None,
                  now: datetime | None = None) -> bool:
-    """Bring the class's view up to date with its chapters' states; whether it changed."""
+    """Bring the class's view, and the own view of each learner ever given an extension, up to
+    date with the chapters' states; whether any changed. A chapter closed for the class stays
+    open in the view of a learner whose extension is not over."""
     states = chapter_states(course, exchange, now)
-    return write_view(plan_view(course, states), view_folder(course))
-
-
-def close_chapter(course: Course, chapter: str, at: datetime | None = None) -> datetime:
-    """Set ``chapter``'s due date in the gradebook to ``at`` (default: now); return it in UTC.
-
-    Once the due date has passed, the chapter counts as closed: its references join the
-    learners' view at its next refresh (:func:`refresh_view`).
-
-    Raises:
-        ValueError: the course folder has no gradebook, so no chapter was ever released there:
-            it is not a class's (no gradebook is created).
-    """
-    if not course.gradebook.is_file():
-        raise ValueError(
-            f"{course.folder} holds no gradebook, so no chapter was released there: it is not "
-            f"your class's course folder, and nothing was closed. Name yours with --course-dir "
-            f"(the class server of `make hub` keeps it in build/hub/course).")
-    when = (at or datetime.now(UTC)).astimezone(UTC)
-    with open_gradebook(course) as gradebook:
-        gradebook.update_or_create_assignment(chapter, duedate=when.replace(tzinfo=None))
-    return when
+    changed = write_view(plan_view(course, states), view_folder(course))
+    sealed = sealed_for(course, now)
+    for learner in sorted({who for _, who in extensions(course)}):
+        own = ChapterStates(states.released, states.closed - sealed.get(learner, set()))
+        changed |= write_view(plan_view(course, own), view_folder(course, learner))
+    return changed
 
 
 def check_class_release(course: Course, exchange: str | os.PathLike,

@@ -155,10 +155,10 @@ def test_store_writes_gradebook_and_csv_idempotently(course):
     assert csvs[0] == csvs[1]
     lines = csvs[0].splitlines()
     assert lines[0] == ("student,chapter,score,max_score,auto_score,auto_max,manual_score,"
-                        "manual_max,manual_pending,flags,reasons")
+                        "manual_max,manual_pending,late_penalty,flags,reasons")
     # The written answers (4 points) wait for a human; an unanswered one needs nobody.
-    assert lines[1] == f"alice,{CH},7,11,7,7,0,4,4,,"
-    assert lines[2] == f"bob,{CH},0,11,0,7,0,4,0,unreadable_notebook,broken"
+    assert lines[1] == f"alice,{CH},7,11,7,7,0,4,4,0,,"
+    assert lines[2] == f"bob,{CH},0,11,0,7,0,4,0,0,unreadable_notebook,broken"
     scores = {s.student: s for s in read_scores(Course.of(root, course_dir))}
     assert (scores["alice"].auto_score, scores["bob"].auto_score) == (7, 0)
     table = summary_table(rows, list(scores.values()))
@@ -257,6 +257,6 @@ def test_export_to_stdout_and_file(course, capsys, tmp_path):
     assert main(["export", "--output", "-", *where]) == 0
     text = capsys.readouterr().out
     assert text.startswith("student,chapter,score,max_score,auto_score,auto_max,manual_score,"
-                           "manual_max,manual_pending,flags,reasons\n")
+                           "manual_max,manual_pending,late_penalty,flags,reasons\n")
     assert main(["export", "--output", str(tmp_path / "g.csv"), *where]) == 0
     assert (tmp_path / "g.csv").read_text() == text

@@ -19,6 +19,7 @@ import nbformat
 import pytest
 
 from autograder.course import CHAPTERS, ROOT, Course
+from autograder.deadlines import close_chapter
 from autograder.exercises.reach import reference_module, setup_import_nodes
 from autograder.exercises.registry import all_exercises
 from autograder.steps.release import register_assignments
@@ -26,7 +27,6 @@ from autograder.steps.view import (
     ChapterStates,
     chapter_states,
     check_class_release,
-    close_chapter,
     open_answers,
     plan_view,
     write_view,
