@@ -11,7 +11,8 @@ grading secret: grading uses the class's own, which the hub made and gives instr
   (alice correctly, bob with a bug from the course's mutants; bob validates) and submits.
 * alice looks for softmax's reference in the course's packages from a notebook of her own and
   finds neither its file nor its code; the instructor closes chapter 2 (its due date, in the
-  Formgrader) and alice, in a fresh kernel, finds and imports it.
+  Formgrader) and alice, in a fresh kernel, finds and imports it, while bob, given an
+  extension after the release (``python -m autograder extend``), still cannot.
 * The instructor, in the Formgrader, collects, autogrades each learner (with the class's
   secret), reads the flags in the submissions list and on bob's page (formulas typeset with
   nothing fetched from outside the hub), generates and releases the feedback of the chapter.
@@ -426,6 +427,11 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
         formgrader.locator("#main-table tr", has_text=CHAPTER).locator(
             ".status", has_text="released").wait_for(timeout=UI_MS)
         _screenshot(page, tmp_path, "formgrader_released")
+        # bob gets a day more, before his server first starts.
+        until = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M+00:00")
+        out = _run("extend", "ch02", "bob", "--until", until, "--course-dir",
+                   str(hub.state / "course"), env=hub.env)
+        assert "bob's deadline for" in out, out
 
         # Two learners fetch, work and submit; bob validates first.
         validations = {}
@@ -452,6 +458,14 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
             seen = _probe(learner, hub, "alice")
             assert "FOUND: ['scaled_attention.py']" in seen, seen
             assert "IMPORTED: transformer_ref.numpy.scaled_attention" in seen, seen
+        finally:
+            context.close()
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        try:  # bob's extension runs: the answer stays out of his view
+            learner = context.new_page()
+            _log_in(learner, hub, "bob")
+            seen = _probe(learner, hub, "bob")
+            assert "FOUND: []" in seen and "still open for you" in seen, seen
         finally:
             context.close()
         for name in LEARNERS:  # each learner's folder is theirs alone

@@ -162,8 +162,8 @@ def _packages(module: str) -> list[str]:
 def _stub(module: str, exercise_ids: tuple[str, ...]) -> str:
     chapters = sorted({CHAPTERS_BY_PREFIX[e.split(".")[0]] for e in exercise_ids})
     message = (f"{module} holds the course's answer to {', '.join(exercise_ids)}, and "
-               f"{', '.join(chapters)} is still open in your class: it becomes available once "
-               "your instructor closes the chapter. Until then, use your own code.")
+               f"{', '.join(chapters)} is still open for you: it becomes available once your "
+               "deadline for it has passed. Until then, use your own code.")
     return (f'"""Not available yet: {message}"""\n\nraise ImportError({message!r})\n')
 
 
