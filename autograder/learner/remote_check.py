@@ -33,6 +33,8 @@ CONNECT_TIMEOUT_S = 10.0
 # A check of the slowest exercise (beam search on several models) takes a few seconds; a learner's
 # endless loop is theirs to interrupt.
 REPLY_TIMEOUT_S = 600.0
+# After an interrupt, how long to wait for a verdict the service sent with it.
+INTERRUPT_WAIT_S = 2.0
 # What the service may ask this kernel to build: models of the course's own packages.
 BUILDER_PACKAGES = ("transformer_ref.", "autograder.exercises.")
 
@@ -98,7 +100,7 @@ def remote_check(exercise_id: str, fn: Any, hidden: bool = False) -> dict[str, A
             wire.write_frame(out, {"exercise": exercise_id, "hidden": bool(hidden),
                                    "names": {"answer": _kind(fn)},
                                    "name": str(getattr(fn, "__name__", ""))}, [])
-            return _serve_until_verdict(inp, out, fn, address)
+            return _serve_until_verdict(connection, inp, out, fn, address)
     finally:
         connection.close()
 
@@ -117,7 +119,8 @@ def _random_state_kept() -> Iterator[None]:
             np.random.set_state(saved_numpy)
 
 
-def _serve_until_verdict(inp: Any, out: Any, fn: Any, address: str) -> dict[str, Any]:
+def _serve_until_verdict(connection: socket.socket, inp: Any, out: Any, fn: Any,
+                         address: str) -> dict[str, Any]:
     # The failing line is found as a check in the notebook finds it (the learner's own frame).
     server = serve.Server({"answer": fn}, [], _Builders(), locate=learner_location)
     try:
@@ -126,11 +129,36 @@ def _serve_until_verdict(inp: Any, out: Any, fn: Any, address: str) -> dict[str,
                 header, blobs = frame
                 if header.get("op") == "verdict":
                     return header
-                wire.write_frame(out, *server.reply(header, blobs,
-                                                    passthrough=(KeyboardInterrupt,)))
+                reply = server.reply(header, blobs, passthrough=(KeyboardInterrupt,))
+                try:
+                    wire.write_frame(out, *reply)
+                except OSError:  # the service stopped the check: its verdict says why
+                    verdict = _pending_verdict(connection, inp, REPLY_TIMEOUT_S)
+                    if verdict is None:
+                        raise
+                    return verdict
+    except KeyboardInterrupt:
+        # The service interrupts a function that ran past the check's time limit, after its
+        # verdict; an interrupt of the learner's own has none and goes on as one.
+        verdict = _pending_verdict(connection, inp, INTERRUPT_WAIT_S)
+        if verdict is None:
+            raise
+        return verdict
     except (OSError, wire.WireError) as exc:
         raise _unreachable(address, exc) from None
     raise _unreachable(address, "it closed the connection before its verdict")
+
+
+def _pending_verdict(connection: socket.socket, inp: Any, wait_s: float
+                     ) -> dict[str, Any] | None:
+    """The verdict the service sent while this kernel was busy (the frames before it are the
+    service's requests, which no longer matter), or None when none comes within ``wait_s``."""
+    connection.settimeout(wait_s)
+    with contextlib.suppress(OSError, wire.WireError):
+        while (frame := wire.read_frame(inp)) is not None:
+            if frame[0].get("op") == "verdict":
+                return frame[0]
+    return None
 
 
 def _unreachable(address: str, cause: object) -> CheckingServiceError:
