@@ -12,7 +12,7 @@ grading secret: grading uses the class's own, which the hub made and gives instr
 * alice looks for softmax's reference in the course's packages from a notebook of her own and
   finds neither its file nor its code; the instructor closes chapter 2 (its due date, in the
   Formgrader) and alice, in a fresh kernel, finds and imports it, while bob, given an
-  extension after the release (``python -m autograder extend``), still cannot.
+  extension on the chapter's Manage Submissions page after the release, still cannot.
 * The instructor, in the Formgrader, collects, autogrades each learner (with the class's
   secret), reads the flags in the submissions list and on bob's page (formulas typeset with
   nothing fetched from outside the hub), generates and releases the feedback of the chapter.
@@ -427,11 +427,20 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
         formgrader.locator("#main-table tr", has_text=CHAPTER).locator(
             ".status", has_text="released").wait_for(timeout=UI_MS)
         _screenshot(page, tmp_path, "formgrader_released")
-        # bob gets a day more, before his server first starts.
-        until = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M+00:00")
-        out = _run("extend", "ch02", "bob", "--until", until, "--course-dir",
-                   str(hub.state / "course"), env=hub.env)
-        assert "bob's deadline for" in out, out
+        # bob gets a day more on the chapter's Manage Submissions page, before his server
+        # first starts.
+        submissions = instructor.new_page()
+        submissions.goto(f"{hub.url}/user/{INSTRUCTOR}/formgrader/manage_submissions/{CHAPTER}")
+        panel = submissions.locator("#course-extensions")
+        panel.locator("li", has_text="no extension given").wait_for(timeout=UI_MS)
+        panel.locator("input.student").fill("bob")
+        panel.locator("input.until").fill(
+            (datetime.now() + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M"))
+        panel.get_by_role("button", name="Give extension").click()
+        panel.locator(".result", has_text="bob's deadline").wait_for(timeout=UI_MS)
+        panel.locator("li", has_text="bob").wait_for(timeout=UI_MS)
+        _screenshot(submissions, tmp_path, "formgrader_extension")
+        submissions.close()
 
         # Two learners fetch, work and submit; bob validates first.
         validations = {}

@@ -344,6 +344,20 @@ def test_formgrader_buttons_take_the_course_path(graded, tmp_path,
         result = server.call("POST", f"/formgrader/api/assignment/{CH}/collect")
         assert result["success"], result
         collect_log = result["log"]
+        # One learner's extension, given and taken back on the Manage Submissions page.
+        extensions = f"/formgrader/api/course/extensions/{CH}"
+        given = server.call("POST", f"{extensions}/dana?until=2026-12-05T18:00%2B01:00")
+        assert given["success"] and "dana's deadline" in given["log"], given
+        listed_extensions = server.call("GET", extensions)
+        refused = server.call("POST", f"{extensions}/dana?until=friday")
+        server.call("POST", f"{extensions}/dana?remove=1")
+        after = server.call("GET", extensions)
+        submissions_page = server.page(f"/formgrader/manage_submissions/{CH}")
+    assert listed_extensions == {"due": None,
+                                 "extensions": {"dana": "2026-12-05T17:00:00+00:00"}}
+    assert not refused["success"] and "friday" in refused["error"]
+    assert after["extensions"] == {}
+    assert 'id="course-extensions"' in submissions_page and "extensions.js" in submissions_page
 
     # The same score and flags as `python -m autograder autograde` gave her (copy detection,
     # which ran after her grading, compared her with a class of one here), in the submissions

@@ -12,6 +12,8 @@ take the course's path through :mod:`autograder.nbgrader_hooks.commands`), excep
   are typeset by the MathJax that ``jupyter_server_mathjax`` serves from this server, so they
   render offline; and the learner's HTML and Markdown are sanitised, since the page runs in
   the instructor's server (:class:`FormgradeExporter`, ``templates/course_formgrade/``);
+* **Manage Submissions** also lists the chapter's extensions and gives or takes back one
+  learner's (``static/extensions.js``, :class:`Extensions`);
 * **Release** shows the course's refusal (the chapters to close first and the command) as a
   few lines, without nbgrader's debug records or a traceback;
 * **Generate Feedback**, for a chapter or one learner, is the course's
@@ -22,6 +24,7 @@ take the course's path through :mod:`autograder.nbgrader_hooks.commands`), excep
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,7 @@ from tornado import web
 from traitlets import Unicode
 
 from autograder.course import Course
+from autograder.deadlines import deadline, due_dates, extend, extensions
 from autograder.flags import read_flags
 from autograder.nbgrader_hooks.commands import course_of
 from autograder.steps.feedback import generate_feedback, sanitise_fragment
@@ -96,6 +100,42 @@ class SubmissionsWithFlags(apihandlers.SubmissionCollectionHandler):
         for submission in submissions:
             submission["flags"] = flags_of(self.coursedir, submission["student"], assignment_id)
         self.write(json.dumps(submissions))
+
+
+class Extensions(apihandlers.BaseApiHandler):
+    """``/formgrader/api/course/extensions/<chapter>``: the chapter's due date and each
+    learner's extension (GET); ``.../<chapter>/<student>?until=WHEN`` gives one, and
+    ``?remove=1`` takes it back (POST) (:mod:`autograder.deadlines`)."""
+
+    @web.authenticated
+    @check_xsrf
+    @check_notebook_dir
+    def get(self, assignment_id: str) -> None:
+        course = course_of(self.coursedir)
+        due = due_dates(course).get(assignment_id)
+        self.write(json.dumps({
+            "due": None if due is None else due.isoformat(),
+            "extensions": {learner: until.isoformat()
+                           for (chapter, learner), until in sorted(extensions(course).items())
+                           if chapter == assignment_id}}))
+
+    @web.authenticated
+    @check_xsrf
+    @check_notebook_dir
+    def post(self, assignment_id: str, student_id: str) -> None:
+        course = course_of(self.coursedir)
+        try:
+            until = (None if self.get_argument("remove", "") else
+                     datetime.fromisoformat(self.get_argument("until")).astimezone(UTC))
+            extend(course, assignment_id, student_id, until)
+        except (ValueError, web.MissingArgumentError) as exc:
+            self.write(json.dumps({"success": False, "error": str(exc)}))
+            return
+        when = deadline(course, assignment_id, student_id)
+        self.write(json.dumps({"success": True, "deadline": None if when is None else
+                               when.isoformat(),
+                               "log": f"{student_id}'s deadline for {assignment_id}: "
+                                      f"{'none yet' if when is None else when.isoformat()}"}))
 
 
 class SubmissionWithFlags(apihandlers.SubmissionHandler):
@@ -214,6 +254,8 @@ class CourseFormgrader(FormgradeExtension):
         routes = [_replaced(route) for route in
                   (*handlers.default_handlers, *apihandlers.default_handlers)]
         routes += [
+            (r"/formgrader/api/course/extensions/([^/]+)", Extensions),
+            (r"/formgrader/api/course/extensions/([^/]+)/([^/]+)", Extensions),
             (r"/formgrader/course/(.*)", web.StaticFileHandler, {"path": str(STATIC)}),
             (r"/formgrader/static/(.*)", web.StaticFileHandler,
              {"path": handlers.static_path}),

@@ -5,6 +5,7 @@
 {%- block head -%}
 {{ super() }}
 <script src="{{ base_url }}/formgrader/course/submissions.js"></script>
+<script src="{{ base_url }}/formgrader/course/extensions.js"></script>
 <link rel="stylesheet" href="{{ base_url }}/formgrader/course/flags.css" />
 {%- endblock head -%}
 
@@ -20,6 +21,21 @@
       outside it and flags what a human should look at: read a submission's
       <b>Flags</b> before you trust its score.
     </p>
+  </div>
+</div>
+<div class="panel panel-default" id="course-extensions">
+  <div class="panel-body">
+    <p>
+      Due: <span class="due">...</span>. Answers join each learner's view once their own
+      deadline has passed; work handed in later is flagged <code>late</code>. Extensions:
+    </p>
+    <ul></ul>
+    <form class="form-inline">
+      <input class="form-control student" type="text" placeholder="learner id" />
+      <input class="form-control until" type="datetime-local" />
+      <button class="btn btn-default btn-sm" type="submit">Give extension</button>
+      <span class="result"></span>
+    </form>
   </div>
 </div>
 {%- endblock -%}
