@@ -65,7 +65,10 @@ def verdict(peer: SocketPeer) -> dict[str, Any]:
     name = str(peer.header.get("name", ""))
     if not name.isidentifier() or len(name) > 100:
         name = exercise.defines
-    result = grade_function(exercise_id, RemoteCallable(peer, {"name": "answer"}, name))
+    earlier = {d: RemoteCallable(peer, {"name": defines}, defines) for d in exercise.depends
+               if peer.names.get(defines := get_exercise(d).defines) in ("function", "class")}
+    result = grade_function(exercise_id, RemoteCallable(peer, {"name": "answer"}, name),
+                            earlier=earlier)
     return {"passed": result.passed, "message": result.message, "notes": list(result.notes)}
 
 

@@ -252,6 +252,25 @@ def call_with_mask(fn: Callable[..., Any], *args: Any, mask_shape: tuple[int, ..
         return call(fn, *args)
 
 
+def attention_given(softmax: Callable[..., Any]) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
+    """Scaled dot-product attention by the reference's steps with the learner's ``softmax``.
+
+    Error carried forward rather than isolation: the attention's visible checks run in the
+    learner's notebook, where the course's softmax must not be put in place of theirs; carried
+    forward, their softmax is only called (by the grader, values only) on the scores.
+    """
+
+    def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                  mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = np.where(np.asarray(mask, dtype=bool), scores, -np.inf)
+        weights = np.asarray(softmax(scores, axis=-1))
+        return weights @ v, weights
+
+    return attention
+
+
 @register(
     "ch02.scaled_dot_product_attention",
     title="Scaled dot-product attention",
@@ -259,6 +278,8 @@ def call_with_mask(fn: Callable[..., Any], *args: Any, mask_shape: tuple[int, ..
     difficulty="medium",
     minutes=25,
     reference="transformer_ref.numpy.scaled_attention:scaled_dot_product_attention",
+    depends=("ch02.softmax",),
+    given=attention_given,
 )
 def check_scaled_dot_product_attention(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Several leading dimensions, ``n_q != n_k`` and ``d_v != d_k``; masks of full and of
