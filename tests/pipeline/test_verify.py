@@ -279,3 +279,18 @@ def test_designed_beam_search_cases_reach_learner_processes():
     result = verify("ch10_translation", nb, TORCH_LIMITS)["ch10.beam_search"]
     assert not result.passed and result.verified
     assert "the answer was picked by the raw log P" in result.message
+
+
+def test_a_later_exercise_is_graded_given_the_learners_wrong_earlier_one(source):
+    """Chapter 2's attention calls the learner's softmax, which normalises over the whole
+    array: the grader calls that softmax in the learner's process and judges the attention
+    given it, so the mistake costs the softmax's points only."""
+    from tests.fixtures.sample_class import mutant_source
+
+    nb = copy.deepcopy(source)
+    _replace_solution(nb, "softmax", mutant_source("ch02.softmax", "softmax_whole_array"))
+    results = verify(CHAPTER, nb)
+    assert not results["ch02.softmax"].passed
+    attention = results["ch02.scaled_dot_product_attention"]
+    assert attention.passed, attention.message
+    assert "right given your softmax; your softmax is wrong" in attention.message
