@@ -14,6 +14,7 @@ import pkgutil
 import re
 import textwrap
 import traceback
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,11 +94,9 @@ class Exercise:
             learner's code (decoding exercises): the learner's process builds them from the
             weights the grader sends.
         depends: ids of earlier exercises whose functions the learner's code for this one
-            calls (chapter 2's attention calls the learner's softmax).
-        given: error carried forward: ``given(*earlier)`` returns the reference computed
-            from its own steps with the learner's earlier functions (in ``depends`` order) in
-            place of the course's. When an earlier exercise fails, this one is judged against
-            it, so that one mistake costs points once (:func:`grade_function`).
+            calls by their names (chapter 2's attention calls the learner's softmax). When one
+            of them fails, this one is judged with the error carried forward
+            (:func:`carried_reference`), so that one mistake costs points once.
     """
 
     id: str
@@ -111,7 +110,6 @@ class Exercise:
     allowed: tuple[str, ...] = ()
     builders: tuple[str, ...] = ()
     depends: tuple[str, ...] = ()
-    given: Callable[..., Callable[..., Any]] | None = None
 
     @property
     def name(self) -> str:
@@ -151,17 +149,16 @@ def register(
     allowed: tuple[str, ...] = (),
     builders: tuple[str, ...] = (),
     depends: tuple[str, ...] = (),
-    given: Callable[..., Callable[..., Any]] | None = None,
 ) -> Callable[[CheckFunction], CheckFunction]:
     """Decorator that registers ``check(ctx, fn)`` as the check of ``exercise_id``.
 
-    ``allowed``, ``builders``, ``depends`` and ``given``: see :class:`Exercise`.
+    ``allowed``, ``builders`` and ``depends``: see :class:`Exercise`.
 
     Raises:
         ValueError: malformed id, unknown chapter prefix, bad difficulty, non-positive points
             or minutes, a reference that is not ``"module:attribute"``, an allowed entry or a
             builder outside the course's packages, an id registered twice by different
-            functions, or ``depends`` naming a later chapter or given without ``given``.
+            functions, or ``depends`` naming an exercise of a later chapter.
     """
     match = _ID_PATTERN.match(exercise_id)
     if not match or match.group(1) not in CHAPTERS:
@@ -175,9 +172,9 @@ def register(
         raise ValueError(f"reference must be 'module:attribute', got {reference!r}")
     for earlier in depends:
         earlier_match = _ID_PATTERN.match(earlier)
-        if not earlier_match or earlier_match.group(1) > match.group(1) or given is None:
+        if not earlier_match or earlier_match.group(1) > match.group(1):
             raise ValueError(f"depends must name exercises of this or an earlier chapter, "
-                             f"with given, got {earlier!r} for {exercise_id!r}")
+                             f"got {earlier!r} for {exercise_id!r}")
     for entry in (*allowed, *builders):
         if entry.split(".")[0] not in ("transformer_ref", "autograder") or entry.count(":") > 1:
             raise ValueError(f"allowed entries and builders must be 'module:attribute' or "
@@ -192,7 +189,6 @@ def register(
             id=exercise_id, chapter=CHAPTERS[match.group(1)], title=title, points=points,
             difficulty=difficulty, minutes=minutes, check=check, reference=reference,
             allowed=tuple(allowed), builders=tuple(builders), depends=tuple(depends),
-            given=given,
         )
         return check
 
@@ -261,8 +257,8 @@ def grade_function(exercise_id: str, fn: Any, hidden: bool = False,
             ``AUTOGRADER_SECRET``) instead of the visible ones (fixed seed).
         earlier: the learner's functions of the exercise's ``depends``, by exercise id. When
             ``fn`` fails and one of them fails its own checks, ``fn`` passes if it is right
-            given them (error carried forward, :attr:`Exercise.given`), with a note that says
-            so: one mistake costs the points of its own exercise only.
+            given them (error carried forward, :func:`carried_reference`), with a note that
+            says so: one mistake costs the points of its own exercise only.
 
     Raises:
         UnknownExerciseError: ``exercise_id`` is not registered (a mistake of the caller).
@@ -272,16 +268,12 @@ def grade_function(exercise_id: str, fn: Any, hidden: bool = False,
         return CheckResult(False, _not_callable(exercise.id, fn, hidden))
     result = _run_check(exercise, fn, hidden, exercise.load_reference())
     mine = {d: f for d, f in (earlier or {}).items() if d in exercise.depends and callable(f)}
-    if result.passed or exercise.given is None or set(mine) != set(exercise.depends):
+    if result.passed or not exercise.depends or set(mine) != set(exercise.depends):
         return result
     wrong = [d for d in exercise.depends if not grade_function(d, mine[d], hidden).passed]
     if not wrong:
         return result
-    try:
-        carried = exercise.given(*(mine[d] for d in exercise.depends))
-    except Exception:  # the learner's earlier function cannot even be set in place
-        return result
-    given = _run_check(exercise, fn, hidden, carried)
+    given = _run_check(exercise, fn, hidden, carried_reference(exercise, mine))
     if not given.passed:
         return result
     names = " and ".join(get_exercise(d).defines for d in wrong)
@@ -290,6 +282,20 @@ def grade_function(exercise_id: str, fn: Any, hidden: bool = False,
             f"(see {cells}), which costs points there only.")
     return CheckResult(True, "\n".join([given.message, f"Note: {note}"]),
                        notes=(*given.notes, note))
+
+
+def carried_reference(exercise: Exercise, earlier: Mapping[str, Any]) -> Callable[..., Any]:
+    """The reference of ``exercise`` by its own steps with the learner's ``earlier`` functions
+    (by exercise id) in place of the course's: the reference's code, run where the earlier
+    exercises' names are the learner's. It runs in the grader, which calls the learner's
+    functions (through the sandbox's wire, values only, when grading)."""
+    reference = inspect.unwrap(exercise.load_reference())
+    names = {get_exercise(d).defines: fn for d, fn in earlier.items()}
+    carried = types.FunctionType(reference.__code__, {**reference.__globals__, **names},
+                                 reference.__name__, reference.__defaults__,
+                                 reference.__closure__)
+    carried.__kwdefaults__ = reference.__kwdefaults__
+    return carried
 
 
 def _run_check(exercise: Exercise, fn: Callable[..., Any], hidden: bool,

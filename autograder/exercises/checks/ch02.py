@@ -252,25 +252,6 @@ def call_with_mask(fn: Callable[..., Any], *args: Any, mask_shape: tuple[int, ..
         return call(fn, *args)
 
 
-def attention_given(softmax: Callable[..., Any]) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
-    """Scaled dot-product attention by the reference's steps with the learner's ``softmax``.
-
-    Error carried forward rather than isolation: the attention's visible checks run in the
-    learner's notebook, where the course's softmax must not be put in place of theirs; carried
-    forward, their softmax is only called (by the grader, values only) on the scores.
-    """
-
-    def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray,
-                  mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
-        if mask is not None:
-            scores = np.where(np.asarray(mask, dtype=bool), scores, -np.inf)
-        weights = np.asarray(softmax(scores, axis=-1))
-        return weights @ v, weights
-
-    return attention
-
-
 @register(
     "ch02.scaled_dot_product_attention",
     title="Scaled dot-product attention",
@@ -279,12 +260,14 @@ def attention_given(softmax: Callable[..., Any]) -> Callable[..., tuple[np.ndarr
     minutes=25,
     reference="transformer_ref.numpy.scaled_attention:scaled_dot_product_attention",
     depends=("ch02.softmax",),
-    given=attention_given,
 )
 def check_scaled_dot_product_attention(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Several leading dimensions, ``n_q != n_k`` and ``d_v != d_k``; masks of full and of
     broadcast shape that hide some keys of every row; large scores; float32 (the result stays
-    float32) with a 0/1 float mask, and ``d_k == d_v`` (to tell values from keys)."""
+    float32) with a 0/1 float mask, and ``d_k == d_v`` (to tell values from keys).
+
+    A wrong softmax is carried forward rather than isolated: these checks also run in the
+    learner's notebook, where the course's softmax must not take the place of theirs."""
     rng = ctx.rng
     batch = random_batch_shape(rng, min_dims=2)
     n_q, n_k = int(rng.integers(2, 6)), int(rng.integers(6, 9))
