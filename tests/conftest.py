@@ -71,9 +71,12 @@ def checking_service(tmp_path_factory) -> Iterator[Path]:
     """A class's checking service (autograder/hub/checking.py) as the class server starts it;
     its socket. It answers once its warm-up is done (connections wait until then)."""
     path = tmp_path_factory.mktemp("checks") / "socket"
-    # One process here asks for the checks of many learners: no learner's rate limit.
+    # One process here asks for the checks of many learners (no learner's rate limit), and
+    # a loaded machine may slow a mutant's check past a class's time limit: neither is tested
+    # here (tests/learner/test_checking_fairness.py is).
     process = subprocess.Popen([sys.executable, "-m", "autograder.hub.checking",
-                                "--listen", str(path), "--rate-limit", "1000000"],
+                                "--listen", str(path), "--rate-limit", "1000000",
+                                "--check-limit", "600"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120  # it listens before it warms up
     while not path.exists():

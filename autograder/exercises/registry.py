@@ -14,7 +14,8 @@ import pkgutil
 import re
 import textwrap
 import traceback
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,10 @@ class Exercise:
         builders: ``"module:function"`` entries that build the models the checks hand to the
             learner's code (decoding exercises): the learner's process builds them from the
             weights the grader sends.
+        depends: ids of earlier exercises whose functions the learner's code for this one
+            calls by their names (chapter 2's attention calls the learner's softmax). When one
+            of them fails, this one is judged with the error carried forward
+            (:func:`carried_reference`), so that one mistake costs points once.
     """
 
     id: str
@@ -104,6 +109,7 @@ class Exercise:
     reference: str
     allowed: tuple[str, ...] = ()
     builders: tuple[str, ...] = ()
+    depends: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -142,16 +148,17 @@ def register(
     reference: str,
     allowed: tuple[str, ...] = (),
     builders: tuple[str, ...] = (),
+    depends: tuple[str, ...] = (),
 ) -> Callable[[CheckFunction], CheckFunction]:
     """Decorator that registers ``check(ctx, fn)`` as the check of ``exercise_id``.
 
-    ``allowed`` and ``builders``: see :class:`Exercise`.
+    ``allowed``, ``builders`` and ``depends``: see :class:`Exercise`.
 
     Raises:
         ValueError: malformed id, unknown chapter prefix, bad difficulty, non-positive points
             or minutes, a reference that is not ``"module:attribute"``, an allowed entry or a
-            builder outside the course's packages, or an id registered twice by different
-            functions.
+            builder outside the course's packages, an id registered twice by different
+            functions, or ``depends`` naming an exercise of a later chapter.
     """
     match = _ID_PATTERN.match(exercise_id)
     if not match or match.group(1) not in CHAPTERS:
@@ -163,6 +170,11 @@ def register(
         raise ValueError(f"points and minutes must be positive, got {points} and {minutes}")
     if reference.count(":") != 1:
         raise ValueError(f"reference must be 'module:attribute', got {reference!r}")
+    for earlier in depends:
+        earlier_match = _ID_PATTERN.match(earlier)
+        if not earlier_match or earlier_match.group(1) > match.group(1):
+            raise ValueError(f"depends must name exercises of this or an earlier chapter, "
+                             f"got {earlier!r} for {exercise_id!r}")
     for entry in (*allowed, *builders):
         if entry.split(".")[0] not in ("transformer_ref", "autograder") or entry.count(":") > 1:
             raise ValueError(f"allowed entries and builders must be 'module:attribute' or "
@@ -176,7 +188,7 @@ def register(
         _REGISTRY[exercise_id] = Exercise(
             id=exercise_id, chapter=CHAPTERS[match.group(1)], title=title, points=points,
             difficulty=difficulty, minutes=minutes, check=check, reference=reference,
-            allowed=tuple(allowed), builders=tuple(builders),
+            allowed=tuple(allowed), builders=tuple(builders), depends=tuple(depends),
         )
         return check
 
@@ -230,7 +242,8 @@ def get_exercise(exercise_id: str) -> Exercise:
         ) from None
 
 
-def grade_function(exercise_id: str, fn: Any, hidden: bool = False) -> CheckResult:
+def grade_function(exercise_id: str, fn: Any, hidden: bool = False,
+                   earlier: Mapping[str, Any] | None = None) -> CheckResult:
     """Grade the learner's ``fn`` with the checks of ``exercise_id``.
 
     Never raises because of ``fn``: exceptions inside it, wrong return types or shapes, NaN,
@@ -242,19 +255,58 @@ def grade_function(exercise_id: str, fn: Any, hidden: bool = False) -> CheckResu
         fn: the learner's function.
         hidden: run the hidden checks (inputs drawn from a seed derived from
             ``AUTOGRADER_SECRET``) instead of the visible ones (fixed seed).
+        earlier: the learner's functions of the exercise's ``depends``, by exercise id. When
+            ``fn`` fails and one of them fails its own checks, ``fn`` passes if it is right
+            given them (error carried forward, :func:`carried_reference`), with a note that
+            says so: one mistake costs the points of its own exercise only.
 
     Raises:
         UnknownExerciseError: ``exercise_id`` is not registered (a mistake of the caller).
     """
     exercise = get_exercise(exercise_id)
-    prefix = _prefix(exercise.id, hidden)
     if not callable(fn):
         return CheckResult(False, _not_callable(exercise.id, fn, hidden))
+    result = _run_check(exercise, fn, hidden, exercise.load_reference())
+    mine = {d: f for d, f in (earlier or {}).items() if d in exercise.depends and callable(f)}
+    if result.passed or not exercise.depends or set(mine) != set(exercise.depends):
+        return result
+    wrong = [d for d in exercise.depends if not grade_function(d, mine[d], hidden).passed]
+    if not wrong:
+        return result
+    given = _run_check(exercise, fn, hidden, carried_reference(exercise, mine))
+    if not given.passed:
+        return result
+    names = " and ".join(get_exercise(d).defines for d in wrong)
+    verb, cells = ("is", "its cell") if len(wrong) == 1 else ("are", "their cells")
+    note = (f"your {exercise.defines} is right given your {names}; your {names} {verb} wrong "
+            f"(see {cells}), which costs points there only.")
+    return CheckResult(True, "\n".join([given.message, f"Note: {note}"]),
+                       notes=(*given.notes, note))
+
+
+def carried_reference(exercise: Exercise, earlier: Mapping[str, Any]) -> Callable[..., Any]:
+    """The reference of ``exercise`` by its own steps with the learner's ``earlier`` functions
+    (by exercise id) in place of the course's: the reference's code, run where the earlier
+    exercises' names are the learner's. It runs in the grader, which calls the learner's
+    functions (through the sandbox's wire, values only, when grading)."""
+    reference = inspect.unwrap(exercise.load_reference())
+    names = {get_exercise(d).defines: fn for d, fn in earlier.items()}
+    carried = types.FunctionType(reference.__code__, {**reference.__globals__, **names},
+                                 reference.__name__, reference.__defaults__,
+                                 reference.__closure__)
+    carried.__kwdefaults__ = reference.__kwdefaults__
+    return carried
+
+
+def _run_check(exercise: Exercise, fn: Callable[..., Any], hidden: bool,
+               reference: Callable[..., Any]) -> CheckResult:
+    """The checks of ``exercise`` on ``fn``, against ``reference``."""
+    prefix = _prefix(exercise.id, hidden)
     context = CheckContext(
         exercise_id=exercise.id,
         hidden=hidden,
         rng=np.random.default_rng(seed_for(exercise.id, hidden)),
-        reference=exercise.load_reference(),
+        reference=reference,
     )
     try:
         # Overflow warnings from learner code would only repeat what the message says.
@@ -269,6 +321,18 @@ def grade_function(exercise_id: str, fn: Any, hidden: bool = False) -> CheckResu
                            rule=f"{failed_rule(exc)} {type(exc).__name__}")
     lines = [f"{prefix}: all passed."] + [f"Note: {text}" for text in notes.values()]
     return CheckResult(True, "\n".join(lines), notes=tuple(notes.values()))
+
+
+def earlier_functions(exercise: Exercise, fn: Any) -> dict[str, Any]:
+    """The learner's functions of ``exercise.depends`` that ``fn`` calls by name: those of the
+    namespace ``fn`` was defined in (the notebook's), by exercise id."""
+    namespace = getattr(fn, "__globals__", None) or {}
+    found = {}
+    for earlier in exercise.depends:
+        value = namespace.get(get_exercise(earlier).defines)
+        if callable(value):
+            found[earlier] = value
+    return found
 
 
 _EXERCISES_DIR = Path(__file__).resolve().parent
@@ -410,7 +474,8 @@ def check(exercise_id: str, fn: Any, hidden: bool = False) -> None:
                 f"{exercise.defines} ({exercise.reference.partition(':')[0]}). Write your own: "
                 f"when this exercise is graded, your code runs where the course's "
                 f"{exercise.defines} is not available, so this scores 0.")
-        result = grade_function(exercise_id, fn, hidden=hidden)
+        result = grade_function(exercise_id, fn, hidden=hidden,
+                                earlier=earlier_functions(exercise, fn))
     if not result.passed:
         raise CheckFailed(result.message)
     print(render_pass(result))

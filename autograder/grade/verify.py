@@ -41,7 +41,13 @@ from autograder.exercises.reach import (
     reference_module,
     setup_import_nodes,
 )
-from autograder.exercises.registry import CHAPTERS, Exercise, all_exercises, grade_function
+from autograder.exercises.registry import (
+    CHAPTERS,
+    Exercise,
+    all_exercises,
+    get_exercise,
+    grade_function,
+)
 from autograder.flags import Flag
 from autograder.notebook import grade_id, nbgrader_metadata, solution_cells
 from autograder.sandbox.client import LearnerProcess
@@ -378,7 +384,10 @@ def process_spec(exercises: list[Exercise], cells: list[dict[str, str]],
         "cells": cells,
         "substitutes": substitutes(exercises),
         "builders": sorted({b for e in exercises for b in e.builders}),
-        "exercise_names": [e.defines for e in exercises],
+        # The earlier exercises' names too: the grader calls them to carry an error forward.
+        "exercise_names": sorted({e.defines for e in exercises}
+                                 | {get_exercise(d).defines for e in exercises
+                                    for d in e.depends}),
         "torch": torch,
     }
     return spec, modules
@@ -463,7 +472,8 @@ class _Group:
         if proxy is None:
             passed, message = False, _missing(exercise, process)
         else:
-            result = grade_function(exercise.id, proxy, hidden=True)
+            earlier = {d: process.proxy(get_exercise(d).defines) for d in exercise.depends}
+            result = grade_function(exercise.id, proxy, hidden=True, earlier=earlier)
             passed, message = result.passed, result.message
         blocked += process.blocked[start:]
         flags: list[Flag] = []

@@ -85,9 +85,13 @@ def verdict(peer: CheckPeer, released: frozenset[str] | None = None) -> dict[str
     name = str(peer.header.get("name", ""))
     if not name.isidentifier() or len(name) > 100:
         name = exercise.defines
-    result = grade_function(exercise_id, RemoteCallable(peer, {"name": "answer"}, name))
+    earlier = {d: RemoteCallable(peer, {"name": defines}, defines) for d in exercise.depends
+               if peer.names.get(defines := get_exercise(d).defines) in ("function", "class")}
+    result = grade_function(exercise_id, RemoteCallable(peer, {"name": "answer"}, name),
+                            earlier=earlier)
     if peer.timed_out:
-        return {"passed": False, "message": stopped_message(exercise_id, peer.limit_s)}
+        return {"passed": False, "message": stopped_message(exercise_id, peer.limit_s),
+                "notes": []}
     return {"passed": result.passed, "message": result.message, "notes": list(result.notes)}
 
 

@@ -97,10 +97,11 @@ def remote_check(exercise_id: str, fn: Any, hidden: bool = False) -> dict[str, A
     try:
         connection.settimeout(REPLY_TIMEOUT_S)
         with connection.makefile("rb") as inp, connection.makefile("wb") as out:
+            namespace = {**notebook_callables(fn), "answer": fn}
             wire.write_frame(out, {"exercise": exercise_id, "hidden": bool(hidden),
-                                   "names": {"answer": _kind(fn)},
+                                   "names": {n: _kind(v) for n, v in namespace.items()},
                                    "name": str(getattr(fn, "__name__", ""))}, [])
-            return _serve_until_verdict(connection, inp, out, fn, address)
+            return _serve_until_verdict(connection, inp, out, namespace, address)
     finally:
         connection.close()
 
@@ -119,10 +120,21 @@ def _random_state_kept() -> Iterator[None]:
             np.random.set_state(saved_numpy)
 
 
-def _serve_until_verdict(connection: socket.socket, inp: Any, out: Any, fn: Any,
+def notebook_callables(fn: Any) -> dict[str, Any]:
+    """The functions and classes defined beside ``fn`` (the notebook's own), by name: the
+    service may call those an exercise builds on, to carry an earlier error forward."""
+    module = getattr(fn, "__module__", None)
+    namespace = getattr(fn, "__globals__", None) or {}
+    return {name: value for name, value in namespace.items()
+            if name.isidentifier() and not name.startswith("_") and callable(value)
+            and getattr(value, "__module__", None) == module}
+
+
+def _serve_until_verdict(connection: socket.socket, inp: Any, out: Any,
+                         namespace: dict[str, Any],
                          address: str) -> dict[str, Any]:
     # The failing line is found as a check in the notebook finds it (the learner's own frame).
-    server = serve.Server({"answer": fn}, [], _Builders(), locate=learner_location)
+    server = serve.Server(namespace, [], _Builders(), locate=learner_location)
     try:
         with _random_state_kept():
             while (frame := wire.read_frame(inp)) is not None:

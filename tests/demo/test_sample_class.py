@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 from autograder import grade_function
-from autograder.exercises.registry import all_exercises
+from autograder.exercises.registry import all_exercises, earlier_functions
 from autograder.grade.audit import audit_notebook
 from tests.fixtures.sample_class import (
     CHAPTERS,
@@ -83,8 +83,10 @@ def test_honest_kinds_score_as_expected_when_run_directly(sample) -> None:
                     exec(cell.source, namespace)  # stubs define functions that raise later
                 except Exception as exc:  # pragma: no cover - a broken answer cell
                     pytest.fail(f"{row.learner}/{row.chapter}: {exc!r}")
+        # The later exercises call the earlier ones of the notebook, as in a kernel.
         score = sum(e.points for e in all_exercises() if e.chapter == row.chapter and all(
-            grade_function(e.id, namespace.get(e.defines), hidden=h).passed
+            grade_function(e.id, fn := namespace.get(e.defines), hidden=h,
+                           earlier=earlier_functions(e, fn)).passed
             for h in (False, True)))
         assert score == row.expected_score, f"{row.learner}/{row.chapter} ({row.kind})"
 
@@ -141,9 +143,10 @@ def test_bad_arguments(tmp_path) -> None:
         build_class(tmp_path, root=tmp_path)
 
 
-# Learners covering every kind of cheat and broken file, plus honest work in both chapters
-# (the other honest kinds are checked above without a kernel, to keep this test short).
-END_TO_END = ("finn", "gus", "hana", "ivy", "jack", "kim", "lee", "mo")
+# Learners covering every kind of cheat and broken file, honest work in both chapters, and bugs
+# that a later exercise builds on (the other honest kinds are checked above without a kernel, to
+# keep this test short).
+END_TO_END = ("dev", "finn", "gus", "hana", "ivy", "jack", "kim", "lee", "mo")
 
 
 @pytest.mark.slow

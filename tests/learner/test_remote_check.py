@@ -4,11 +4,14 @@ function in the learner's own process and the checks in the service's."""
 
 from __future__ import annotations
 
+import inspect
+import math
 import random
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from autograder import grade_function
@@ -101,3 +104,21 @@ except AssertionError as exc:
     assert "ch02.softmax (visible checks): all passed." in result.stdout
     assert "FAILED: ch02.softmax (visible checks) failed:" in result.stdout
     assert "softmax over the wrong axis" in result.stdout
+
+
+def test_the_service_carries_the_kernels_earlier_error_forward(checking_service: Path,
+                                                                monkeypatch):
+    """The kernel's attention calls its own wrong softmax: the service calls that softmax back
+    in the kernel and passes the attention, saying why."""
+    from tests.exercises.test_carried_forward import LEARNERS_ATTENTION
+
+    monkeypatch.setenv(CHECKS_ENV, str(checking_service))
+    bug = next(m.fn for m in MUTANTS if m.fn.__name__ == "softmax_whole_array")
+    notebook = {"__name__": "__main__", "np": np, "math": math}
+    # Both cells are the notebook's own, as a learner's are.
+    exec(inspect.getsource(bug).replace(bug.__name__, "softmax"), notebook)  # noqa: S102
+    exec(LEARNERS_ATTENTION, notebook)  # noqa: S102
+    verdict = remote_check("ch02.scaled_dot_product_attention",
+                           notebook["scaled_dot_product_attention"])
+    assert verdict["passed"], verdict["message"]
+    assert "right given your softmax; your softmax is wrong" in verdict["message"]

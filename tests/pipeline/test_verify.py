@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from autograder.course import ROOT, Course
-from autograder.exercises.registry import all_exercises
+from autograder.exercises.registry import all_exercises, get_exercise
 from autograder.grade.verify import Verification, chapter_id, plan, verify_exercises
 from autograder.notebook import cell_index
 from autograder.sandbox.launcher import GRACE_S, Learner, Limits
@@ -285,3 +285,39 @@ def test_designed_beam_search_cases_reach_learner_processes():
     result = verify("ch10_translation", nb, TORCH_LIMITS)["ch10.beam_search"]
     assert not result.passed and result.verified
     assert "the answer was picked by the raw log P" in result.message
+
+
+# A block with the two layer norms' parameters swapped, from the chapter's own building blocks
+# (the block mutants call layer_norm, which chapter 6's graded code does not get).
+SWAPPED_NORMS_BLOCK = """
+def encoder_block(x, params, num_heads, mask=None):
+    p = params
+    attended, _ = multi_head_attention(x, x, p["W_q"], p["W_k"], p["W_v"], p["W_o"], num_heads,
+                                       mask)
+    x = add_and_norm(x, attended, p["gamma2"], p["beta2"])
+    hidden = feed_forward(x, p["W1"], p["b1"], p["W2"], p["b2"])
+    return add_and_norm(x, hidden, p["gamma1"], p["beta1"])
+"""
+
+
+@pytest.mark.parametrize(("later", "earlier", "bug"), [
+    ("ch02.scaled_dot_product_attention", "ch02.softmax", "softmax_whole_array"),
+    ("ch04.multi_head_attention", "ch04.split_heads", "split_no_transpose"),
+    ("ch04.multi_head_attention", "ch04.merge_heads", "merge_interleaved"),
+    ("ch05.add_and_norm", "ch05.layer_norm", "ln_unbiased_variance"),
+    ("ch06.encoder", "ch06.encoder_block", SWAPPED_NORMS_BLOCK),
+])
+def test_a_later_exercise_is_graded_given_the_learners_wrong_earlier_one(later, earlier, bug):
+    """The course's later solution calls the learner's earlier function, which has a bug: the
+    grader calls that function in the learner's process and judges the later one given it, so
+    the mistake costs points once."""
+    from tests.fixtures.sample_class import mutant_source
+
+    chapter = get_exercise(later).chapter
+    nb = copy.deepcopy(_source(chapter))
+    source = bug if "\n" in bug else mutant_source(earlier, bug)
+    _replace_solution(nb, get_exercise(earlier).name, source, prefix=earlier[:4])
+    results = verify(chapter, nb)
+    assert not results[earlier].passed, results[earlier].message
+    assert results[later].passed, results[later].message
+    assert "right given your" in results[later].message

@@ -43,6 +43,14 @@ hidden inputs cannot be guessed. That seed is all the mode may change: a check n
 exercise's text or docstring. Training-mode checks of modules with dropout use
 :mod:`autograder.exercises.dropout_rules` (the paper's places, required and accepted).
 
+An exercise whose solution calls the learner's own earlier function by its name declares it:
+``depends=("ch02.softmax",)``. When that earlier function fails its checks, the later one is
+judged against the reference's own code run with the learner's earlier function (error carried
+forward, :func:`autograder.exercises.registry.carried_reference`), so that one mistake costs
+points once; the check's docstring says why it carries the error forward rather than isolating
+it (giving the learner's code the course's earlier piece, which only the grader's sandboxed
+process may hold, as chapters 7 and 8 do through :func:`autograder.grade.verify.substitutes`).
+
 The chapter prefix ("ch02") selects the chapter id ("ch02_attention") through
 :data:`autograder.exercises.registry.CHAPTERS`; the registry imports every ``chNN`` module of
 this package the first time it is asked for an exercise.

@@ -259,11 +259,15 @@ def call_with_mask(fn: Callable[..., Any], *args: Any, mask_shape: tuple[int, ..
     difficulty="medium",
     minutes=25,
     reference="transformer_ref.numpy.scaled_attention:scaled_dot_product_attention",
+    depends=("ch02.softmax",),
 )
 def check_scaled_dot_product_attention(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Several leading dimensions, ``n_q != n_k`` and ``d_v != d_k``; masks of full and of
     broadcast shape that hide some keys of every row; large scores; float32 (the result stays
-    float32) with a 0/1 float mask, and ``d_k == d_v`` (to tell values from keys)."""
+    float32) with a 0/1 float mask, and ``d_k == d_v`` (to tell values from keys).
+
+    A wrong softmax is carried forward rather than isolated: these checks also run in the
+    learner's notebook, where the course's softmax must not take the place of theirs."""
     rng = ctx.rng
     batch = random_batch_shape(rng, min_dims=2)
     n_q, n_k = int(rng.integers(2, 6)), int(rng.integers(6, 9))

@@ -252,13 +252,17 @@ def _mha_cases(rng: np.random.Generator) -> list[tuple[str, tuple[Any, ...]]]:
     minutes=30,
     reference="transformer_ref.numpy.heads:multi_head_attention",
     allowed=BUILDING_BLOCKS,
+    depends=("ch04.split_heads", "ch04.merge_heads"),
 )
 def check_multi_head_attention(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Self- and cross-attention (``n_q != n_k``), a padding mask that differs between the
     sequences of two batch axes, a causal mask in float32; weights are compared before the
     output (a float64 result of float32 inputs passes with a note). A ``num_heads`` that does
     not divide ``d_model`` must raise an error, of any type: ``split_heads``'s ValueError, an
-    assert, or the shape error a loop over heads meets at ``W_o``."""
+    assert, or the shape error a loop over heads meets at ``W_o``.
+
+    Wrong heads are carried forward (the reference's steps with the learner's split and
+    merge), as chapter 2's softmax is: these checks also run in the learner's notebook."""
     rng = ctx.rng
     for what, args in _mha_cases(rng):
         x_q, x_kv, num_heads, mask = args[0], args[1], args[6], args[7]

@@ -209,10 +209,15 @@ def _add_and_norm_hints(
     minutes=10,
     reference="transformer_ref.numpy.sublayers:add_and_norm",
     allowed=BUILDING_BLOCKS,
+    depends=("ch05.layer_norm",),
 )
 def check_add_and_norm(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Sums ``x + sublayer_out`` with some nearly constant rows, gamma and beta, float64 and
-    float32 (the result keeps the dtype), and an ``eps`` other than the default."""
+    float32 (the result keeps the dtype), and an ``eps`` other than the default.
+
+    A wrong layer norm is carried forward, as chapter 2's softmax is: these checks also run
+    in the learner's notebook, where the course's layer norm must not take the place of
+    theirs."""
     rng = ctx.rng
     for explicit_eps, dtype in ((False, np.float64), (False, np.float32), (True, np.float32)):
         d = int(rng.integers(4, 13))

@@ -171,11 +171,15 @@ def _encoder_hints(
     minutes=20,
     reference="transformer_ref.numpy.encoder:encoder",
     allowed=BUILDING_BLOCKS,
+    depends=("ch06.encoder_block",),
 )
 def check_encoder(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Two or three layers with their own parameters; a padding mask with one batch axis in
     float64 and with two in float32 (the result has the embedding's dtype); 1-D tokens without
-    a mask."""
+    a mask.
+
+    A wrong block is carried forward (the reference's stack of the learner's blocks), as
+    chapter 2's softmax is: these checks also run in the learner's notebook."""
     rng = ctx.rng
     for ndim, masked, dtype in ((1, True, np.float64), (2, True, np.float32),
                                 (0, False, np.float64)):
