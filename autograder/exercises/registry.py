@@ -92,6 +92,12 @@ class Exercise:
         builders: ``"module:function"`` entries that build the models the checks hand to the
             learner's code (decoding exercises): the learner's process builds them from the
             weights the grader sends.
+        answered_by: the other course modules whose code computes this exercise's answer: in
+            another library (PyTorch for a NumPy exercise), or inside a larger function or
+            class (a module built from the exercise's weights). A class's view holds them only
+            once the exercise's chapter is closed, as it holds ``reference``
+            (``tests/pipeline/test_sealed_view.py`` proves that nothing else in any view the
+            course allows answers an exercise that is still open).
     """
 
     id: str
@@ -104,6 +110,7 @@ class Exercise:
     reference: str
     allowed: tuple[str, ...] = ()
     builders: tuple[str, ...] = ()
+    answered_by: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -142,16 +149,17 @@ def register(
     reference: str,
     allowed: tuple[str, ...] = (),
     builders: tuple[str, ...] = (),
+    answered_by: tuple[str, ...] = (),
 ) -> Callable[[CheckFunction], CheckFunction]:
     """Decorator that registers ``check(ctx, fn)`` as the check of ``exercise_id``.
 
-    ``allowed`` and ``builders``: see :class:`Exercise`.
+    ``allowed``, ``builders`` and ``answered_by``: see :class:`Exercise`.
 
     Raises:
         ValueError: malformed id, unknown chapter prefix, bad difficulty, non-positive points
             or minutes, a reference that is not ``"module:attribute"``, an allowed entry or a
-            builder outside the course's packages, or an id registered twice by different
-            functions.
+            builder outside the course's packages, an ``answered_by`` entry that is not a
+            module of ``transformer_ref``, or an id registered twice by different functions.
     """
     match = _ID_PATTERN.match(exercise_id)
     if not match or match.group(1) not in CHAPTERS:
@@ -167,6 +175,10 @@ def register(
         if entry.split(".")[0] not in ("transformer_ref", "autograder") or entry.count(":") > 1:
             raise ValueError(f"allowed entries and builders must be 'module:attribute' or "
                              f"'module' of transformer_ref or autograder, got {entry!r}")
+    for module in answered_by:
+        if not module.startswith("transformer_ref.") or ":" in module:
+            raise ValueError(f"answered_by entries must be modules of transformer_ref, "
+                             f"got {module!r}")
 
     def decorator(check: CheckFunction) -> CheckFunction:
         old = _REGISTRY.get(exercise_id)
@@ -176,7 +188,7 @@ def register(
         _REGISTRY[exercise_id] = Exercise(
             id=exercise_id, chapter=CHAPTERS[match.group(1)], title=title, points=points,
             difficulty=difficulty, minutes=minutes, check=check, reference=reference,
-            allowed=tuple(allowed), builders=tuple(builders),
+            allowed=tuple(allowed), builders=tuple(builders), answered_by=tuple(answered_by),
         )
         return check
 

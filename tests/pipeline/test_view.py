@@ -204,12 +204,35 @@ def test_a_class_release_that_needs_an_open_answer_is_refused_with_the_command_t
     assert command[command.index("--course-dir") + 1] == str(course.folder)
     assert command[command.index("--exchange") + 1] == str(exchange)
     closing = command[4:command.index("--course-dir")]
-    # Chapter 11 builds on chapters 7 and 8's modules and chapter 1's positions: those first.
-    assert closing == ["ch01_positional_encoding", "ch07_pytorch_modules",
-                       "ch08_decoder_and_model"]
+    # Chapter 11 builds on chapters 7 and 8's modules and chapter 1's positions, and those
+    # modules compute the answers of chapters 2 to 6 in PyTorch: all of them first.
+    assert closing == list(CHAPTERS[:8])
     assert main(command[3:]) == 0
     assert "ch08_decoder_and_model: due" in capsys.readouterr().out
     check_class_release(course, exchange, ["ch11_language_model"])
+
+
+def test_releasing_chapter_11_with_chapter_2_open_shows_no_attention_or_mask(tmp_path: Path):
+    """A class that closes what chapter 11 imports (chapters 1, 7 and 8) while chapter 2 is
+    open: the PyTorch attention and masks, which answer chapter 2's exercises, stay out of the
+    view, and the release of chapter 11 is refused until chapter 2 (and 3 to 6) closes."""
+    course = Course.of(ROOT, tmp_path / "course")
+    register_assignments(course)
+    exchange = tmp_path / "exchange"
+    for chapter in ("ch01_positional_encoding", "ch07_pytorch_modules",
+                    "ch08_decoder_and_model"):
+        close_chapter(course, chapter, datetime.now(UTC) - timedelta(minutes=1))
+    states = chapter_states(course, exchange)
+    view = plan_view(course, ChapterStates(states.released | {"ch11_language_model"},
+                                           states.closed))
+    assert not {"transformer_ref.model.attention", "transformer_ref.model.basic_masks"
+                } & view.modules
+    assert "ch02.scaled_dot_product_attention" in view.hidden["transformer_ref.model.attention"]
+    assert view.hidden["transformer_ref.model.basic_masks"] == ("ch02.causal_mask",)
+    with pytest.raises(ValueError) as refused:
+        check_class_release(course, exchange, ["ch11_language_model"])
+    command = str(refused.value).splitlines()[-1].split()
+    assert command[4:command.index("--course-dir")] == list(CHAPTERS[1:6])
 
 
 def test_the_formgrader_shows_the_refusal_without_debug_records_or_a_traceback(tmp_path: Path):
