@@ -13,7 +13,14 @@ def run(args: argparse.Namespace) -> int:
     # Loaded when this subcommand runs: each pays only for its own imports.
     from datetime import datetime
 
-    from autograder.steps.view import close_chapter, refresh_view, view_folder
+    from autograder.steps.view import (
+        ChapterStates,
+        chapter_states,
+        close_chapter,
+        refresh_view,
+        view_folder,
+        withheld_answers,
+    )
 
     course = course_of(args)
     try:
@@ -30,6 +37,11 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print(f"{chapter}: due {when:%Y-%m-%d %H:%M} UTC; from then on its answers are part of "
               "the learners' view")
+    closed = chapter_states(course, None).closed | set(args.chapters)
+    for chapter in args.chapters:
+        for module, chapters in withheld_answers(chapter, ChapterStates(closed, closed)).items():
+            print(f"  except {module}: it also computes the answers of {', '.join(chapters)}, "
+                  "still open; it joins the view once those close too")
     if args.exchange is not None:
         refresh_view(course, args.exchange)
         print(f"the learners' view in {view_folder(course)} is up to date")

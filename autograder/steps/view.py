@@ -127,6 +127,16 @@ def open_answers(states: ChapterStates) -> dict[str, tuple[str, ...]]:
     return {module: tuple(ids) for module, ids in found.items()}
 
 
+def withheld_answers(chapter: str, states: ChapterStates) -> dict[str, list[str]]:
+    """The modules of ``chapter``'s answers that the view still withholds in ``states``
+    (where ``chapter`` is closed), because they also compute the answer of an exercise still
+    open: module -> the chapters of those exercises."""
+    answers = open_answers(states)
+    mine = {m for e in all_exercises() if e.chapter == chapter for m in answer_modules(e)}
+    return {module: sorted({CHAPTERS_BY_PREFIX[e[:4]] for e in answers[module]})
+            for module in sorted(mine & set(answers))}
+
+
 def _chapter_roots(course: Course, chapter: str) -> set[str]:
     nb = nbformat.read(course.source_notebook(chapter), as_version=4)
     builders = {b.partition(":")[0] for e in all_exercises() if e.chapter == chapter

@@ -235,6 +235,20 @@ def test_releasing_chapter_11_with_chapter_2_open_shows_no_attention_or_mask(tmp
     assert command[4:command.index("--course-dir")] == list(CHAPTERS[1:6])
 
 
+def test_close_says_which_answers_wait_for_an_open_chapter(tmp_path: Path, capsys):
+    """Closing chapter 7 while chapter 2 is open: its attention stays out of the view, and the
+    command says why and until when."""
+    from autograder.cli import main
+
+    course_dir = tmp_path / "course"
+    register_assignments(Course.of(ROOT, course_dir))
+    assert main(["close", "ch01", "ch07", "--course-dir", str(course_dir)]) == 0
+    out = capsys.readouterr().out
+    assert ("except transformer_ref.model.attention: it also computes the answers of "
+            "ch02_attention, ch03_attention_head, ch04_multi_head_attention, still open") in out
+    assert "transformer_ref.model.positional" not in out  # chapter 1 closed with it
+
+
 def test_the_formgrader_shows_the_refusal_without_debug_records_or_a_traceback(tmp_path: Path):
     """The Formgrader's Release button (nbgrader's API, the course's exchange class) answers a
     refused release with the refusal's lines only."""
