@@ -4,8 +4,9 @@ compute the answer of an exercise that is still open, whatever a learner wraps a
 The probe calls every function and class of the view's ``transformer_ref`` (the course's
 computing code; the view's ``autograder`` part is the check client) through the visible checks of
 each open exercise, with the adapters a learner would write: NumPy <-> torch, the first two
-arguments swapped, a boolean mask made additive, the result reshaped to the documented shape, and
-a PyTorch module built and loaded with the exercise's weights (its methods too). Candidates run
+arguments in any order (the first three), a boolean mask made additive, the result reshaped to
+the documented shape, and a class built with the exercise's sizes (a PyTorch module loaded with
+the exercise's weights), through each of its methods. Candidates run
 as in the view: the modules it lacks (stubs included) cannot be imported, and what they lend
 through other modules is out of reach.
 
@@ -23,12 +24,12 @@ import functools
 import importlib
 import importlib.abc
 import inspect
+import itertools
 import re
 import signal
 import sys
 import types
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -54,17 +55,6 @@ def largest_state(chapter: str) -> ChapterStates:
     return ChapterStates(released, closed)
 
 
-class _Outside(importlib.abc.MetaPathFinder):
-    """Refuses the course modules a view does not hold, as a learner's kernel does."""
-
-    def __init__(self, view: View) -> None:
-        self.held = view.modules
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-        if name.split(".")[0] in COURSE_PACKAGES and "." in name and name not in self.held:
-            raise ImportError(f"{name} is not in the learner's view")
-
-
 def _home(value: Any) -> str | None:
     if isinstance(value, types.ModuleType):
         return value.__name__
@@ -73,27 +63,60 @@ def _home(value: Any) -> str | None:
     return None
 
 
-@contextmanager
-def as_in(view: View) -> Iterator[None]:
-    """Within: the course modules outside ``view`` are neither loaded nor loadable, and no
-    module of the view lends anything of theirs (a package's submodule, a gathered name)."""
-    outside = [n for n in sys.modules if n.split(".")[0] in COURSE_PACKAGES and "." in n
-               and n not in view.modules]
-    removed = {n: sys.modules.pop(n) for n in outside}
-    lent = [(module, name, value) for module in list(sys.modules.values())
-            if getattr(module, "__name__", "").split(".")[0] in COURSE_PACKAGES
-            for name, value in list(vars(module).items()) if _home(value) in removed]
-    for module, name, _ in lent:
-        delattr(module, name)
-    finder = _Outside(view)
-    sys.meta_path.insert(0, finder)
-    try:
-        yield
-    finally:
-        sys.meta_path.remove(finder)
-        for module, name, value in lent:
+class Seal(importlib.abc.MetaPathFinder):
+    """Runs code as in ``view`` (``with seal:``): the course modules outside it are neither
+    loaded nor loadable, and no module lends anything of theirs (a package's submodule, a
+    gathered name), as in a learner's kernel."""
+
+    def __init__(self, view: View) -> None:
+        self.view = view
+        self.depth = 0  # calls within calls (an adapter's) seal once
+        self.listed_at = -1  # len(sys.modules) when the course's modules were listed
+        self.loaded: list[str] = []
+        self.watched: list[tuple[types.ModuleType, str]] = []
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name.split(".")[0] in COURSE_PACKAGES and "." in name \
+                and name not in self.view.modules:
+            raise ImportError(f"{name} is not in the learner's view")
+
+    def _list(self) -> None:
+        """The loaded course modules, and their attributes that may hold another course
+        module's code: those that do now, and the names a gathering module lends (it keeps
+        each once asked). Listed again only when modules were loaded since."""
+        if len(sys.modules) == self.listed_at:
+            return
+        self.listed_at = len(sys.modules)
+        self.loaded = [n for n in sys.modules if n.split(".")[0] in COURSE_PACKAGES]
+        held = [sys.modules[n] for n in self.loaded
+                if "." not in n or n in self.view.modules]
+        watched = [(m, name) for m in held for name, value in vars(m).items()
+                   if (_home(value) or "").split(".")[0] in COURSE_PACKAGES]
+        watched += [(m, name) for m in held if "__getattr__" in vars(m)
+                    for name in getattr(m, "__all__", ())]
+        self.watched = list(dict.fromkeys(watched))
+
+    def __enter__(self) -> None:
+        self.depth += 1
+        if self.depth > 1:
+            return
+        self._list()
+        outside = [n for n in self.loaded if "." in n and n not in self.view.modules]
+        self.removed = {n: sys.modules.pop(n) for n in outside if n in sys.modules}
+        self.lent = [(m, name, vars(m)[name]) for m, name in self.watched
+                     if _home(vars(m).get(name)) in self.removed]
+        for module, name, _ in self.lent:
+            delattr(module, name)
+        sys.meta_path.insert(0, self)
+
+    def __exit__(self, *exc: object) -> None:
+        self.depth -= 1
+        if self.depth:
+            return
+        sys.meta_path.remove(self)
+        for module, name, value in self.lent:
             setattr(module, name, value)
-        sys.modules.update(removed)
+        sys.modules.update(self.removed)
 
 
 def _timeout(signum: int, frame: Any) -> None:
@@ -154,12 +177,13 @@ def like(got: Any, expected: Any) -> Any:
     return got
 
 
-def as_mask(value: Any, additive: bool) -> Any:
-    """A boolean or 0/1 mask as boolean (True = may attend) or additive (0 or -1e9)."""
+def as_mask(value: Any, additive: np.dtype | None) -> Any:
+    """A boolean or 0/1 mask as boolean (True = may attend), or additive (0 or -1e9) in the
+    ``additive`` dtype."""
     if not isinstance(value, np.ndarray):
         return value
     allowed = value.astype(bool)
-    return np.where(allowed, 0.0, -1e9).astype(np.float64) if additive else allowed
+    return allowed if additive is None else np.where(allowed, 0.0, -1e9).astype(additive)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,33 +191,37 @@ class Adapter:
     """How a learner could call a candidate in place of the exercise's function."""
 
     torch: bool = False
-    swap: bool = False
+    order: tuple[int, ...] = ()
     additive: bool = False
 
-    def wrap(self, exercise: Exercise, candidate: Any, view: View) -> Callable[..., Any]:
+    def wrap(self, exercise: Exercise, candidate: Any, seal: Seal) -> Callable[..., Any]:
         reference = exercise.load_reference()
         signature = inspect.signature(reference)
 
         def adapted(*args: Any, **kwargs: Any) -> Any:
             bound = signature.bind(*args, **kwargs)
-            values = [as_mask(v, self.additive) if n == "mask" else v
+            dtype = next((v.dtype for v in bound.arguments.values()
+                          if isinstance(v, np.ndarray) and v.dtype.kind == "f"), np.float64)
+            values = [as_mask(v, dtype if self.additive else None) if n == "mask" else v
                       for n, v in bound.arguments.items()]
-            if self.swap:
-                values[:2] = values[1::-1]
+            values[:len(self.order)] = [values[i] for i in self.order]
             if self.torch:
                 values = [to_torch(v) for v in values]
-            got = to_numpy(limited(view, candidate, *values))
+            got = to_numpy(limited(seal, candidate, *values))
             return like(got, reference(*args, **kwargs))
 
         return adapted
 
 
-def limited(view: View, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` as in ``view``, stopped after :data:`CALL_LIMIT_S`."""
+def limited(seal: Seal, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` as in ``seal``'s view, stopped after :data:`CALL_LIMIT_S`
+    (within another such call, that call's limit holds)."""
+    if seal.depth:
+        return fn(*args, **kwargs)
     previous = signal.signal(signal.SIGALRM, _timeout)
     signal.setitimer(signal.ITIMER_REAL, CALL_LIMIT_S)
     try:
-        with as_in(view):
+        with seal:
             return fn(*args, **kwargs)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -216,16 +244,19 @@ def sizes(arguments: dict[str, Any], data: list[np.ndarray], weights: list[np.nd
 
 
 def build(cls: type, known: dict[str, Any], weights: list[np.ndarray], dtype: torch.dtype
-          ) -> nn.Module:
-    """``cls`` built with ``known`` sizes, its parameters loaded in order with ``weights``
-    (a matrix ``W`` as the ``x @ W`` of ``nn.Linear``: ``W.T``); a parameter left without one
-    is a bias (0) or a norm's gain (1).
+          ) -> Any:
+    """``cls`` built with ``known`` sizes; a PyTorch module in ``dtype``, its parameters loaded
+    in order with ``weights`` (a matrix ``W`` as the ``x @ W`` of ``nn.Linear``: ``W.T``; a
+    parameter left without one is a bias, 0, or a norm's gain, 1).
 
     Raises:
         TypeError or ValueError: the class needs another argument, or a weight does not fit.
     """
     needed = {n: known[n] for n, p in inspect.signature(cls).parameters.items() if n in known}
-    module = cls(**needed).to(dtype).eval()
+    module = cls(**needed)
+    if not isinstance(module, nn.Module):
+        return module
+    module = module.to(dtype).eval()
     queue = [torch.from_numpy(np.asarray(w)) for w in weights]
     with torch.no_grad():
         for name, parameter in module.named_parameters():
@@ -245,13 +276,13 @@ def build(cls: type, known: dict[str, Any], weights: list[np.ndarray], dtype: to
 
 @dataclasses.dataclass(frozen=True)
 class Built:
-    """A PyTorch module class built from the exercise's sizes and weights, called through
-    ``method`` on the exercise's inputs (leading axes flattened into one batch axis; a mask
+    """A class built from the exercise's sizes (and weights, for a PyTorch module), called
+    through ``method`` on the exercise's inputs (leading axes flattened into one batch axis; a mask
     bool, over every head; missing inputs repeat the last: self-attention)."""
 
     method: str
 
-    def wrap(self, exercise: Exercise, candidate: Any, view: View) -> Callable[..., Any]:
+    def wrap(self, exercise: Exercise, candidate: Any, seal: Seal) -> Callable[..., Any]:
         reference = exercise.load_reference()
         signature = inspect.signature(reference)
 
@@ -262,7 +293,7 @@ class Built:
             data = [v for n, v in arguments.items() if isinstance(v, np.ndarray)
                     and n != "mask" and not WEIGHTS.match(n)]
             batch = data[0].shape[:-2]
-            module = limited(view, build, candidate, sizes(arguments, data, weights), weights,
+            module = limited(seal, build, candidate, sizes(arguments, data, weights), weights,
                              to_torch(data[0]).dtype)
             method = getattr(module, self.method)
             inputs = [to_torch(x.reshape((-1, *x.shape[-2:]))) for x in data]
@@ -274,9 +305,10 @@ class Built:
             if mask is not None and "mask" in inspect.signature(method).parameters:
                 mask = np.broadcast_to(mask.astype(bool), batch + mask.shape[-2:])
                 extra["mask"] = to_torch(mask.reshape((-1, *mask.shape[-2:])))[:, None]
-            out = limited(view, method, *inputs, **extra)
+            out = limited(seal, method, *inputs, **extra)
             stored = [m.attn_weights for m in module.modules()
-                      if getattr(m, "attn_weights", None) is not None]
+                      if getattr(m, "attn_weights", None) is not None
+                      ] if isinstance(module, nn.Module) else []
             expected = reference(*args, **kwargs)
             if isinstance(expected, tuple) and stored:  # (out, weights)
                 out = (out, stored[-1])
@@ -286,13 +318,12 @@ class Built:
 
 
 def methods(cls: type) -> list[str]:
-    """The methods a learner could call on a built ``cls``: its own and its bases', up to
-    ``nn.Module``."""
-    own = {n for base in cls.__mro__ if base not in (nn.Module, object)
-           and base.__module__.startswith("transformer_ref")
+    """The methods a learner could call on a built ``cls``: its own and its bases' in the
+    course, and a module's ``forward``."""
+    own = {n for base in cls.__mro__ if base.__module__.startswith(computing_modules())
            for n, v in vars(base).items() if isinstance(v, types.FunctionType)
            and not n.startswith("__")}
-    return sorted(own | {"forward"})
+    return sorted(own | ({"forward"} if issubclass(cls, nn.Module) else set()))
 
 
 # ----------------------------------------------------------------------------- the probe
@@ -310,7 +341,7 @@ def accepts(candidate: Any, count: int) -> bool:
     return not any("Path" in str(parameters[name].annotation) for name in bound.arguments)
 
 
-def probes(exercise: Exercise, view: View, found: list[Any]
+def probes(exercise: Exercise, seal: Seal, found: list[Any]
            ) -> Iterator[tuple[str, Callable[..., Any]]]:
     """``(what, function)``: each candidate, through each adapter that can take the exercise's
     arguments. A PyTorch exercise's candidates are handed over as they are."""
@@ -318,7 +349,8 @@ def probes(exercise: Exercise, view: View, found: list[Any]
     count = sum(1 for p in inspect.signature(reference).parameters.values()
                 if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD)
     names = inspect.signature(reference).parameters
-    adapters = [Adapter(t, s, a) for t in (False, True) for s in (False, count > 1)
+    orders = itertools.permutations(range(min(count, 3)))
+    adapters = [Adapter(t, o, a) for o in orders for t in (False, True)
                 for a in (False, "mask" in names)]
     for candidate in found:
         what = f"{candidate.__module__}.{candidate.__qualname__}"
@@ -326,12 +358,12 @@ def probes(exercise: Exercise, view: View, found: list[Any]
             if isinstance(reference, type) == isinstance(candidate, type) \
                     and accepts(candidate, count):
                 yield what, candidate
-        elif isinstance(candidate, type) and issubclass(candidate, nn.Module):
+        elif isinstance(candidate, type):
             for method in methods(candidate):
-                yield f"{what}.{method}", Built(method).wrap(exercise, candidate, view)
+                yield f"{what}.{method}", Built(method).wrap(exercise, candidate, seal)
         elif not isinstance(candidate, type) and accepts(candidate, count):
             for adapter in dict.fromkeys(adapters):
-                yield f"{what} {adapter}", adapter.wrap(exercise, candidate, view)
+                yield f"{what} {adapter}", adapter.wrap(exercise, candidate, seal)
 
 
 @functools.cache
@@ -348,14 +380,14 @@ def first_call(exercise_id: str) -> tuple[tuple[Any, ...], dict[str, Any]] | Non
     return calls[0][:2] if calls and not calls[0][2] else None
 
 
-def passes(exercise: Exercise, fn: Callable[..., Any], view: View) -> bool:
+def passes(exercise: Exercise, fn: Callable[..., Any], seal: Seal) -> bool:
     """Whether ``fn`` passes the exercise's visible checks. One that raises on their first call
     fails them: that call alone, which costs less than the checks' own preparations, says so."""
     first = first_call(exercise.id)
     if first is not None:
         args, kwargs = copy.deepcopy(first)
         try:
-            limited(view, fn, *args, **kwargs)
+            limited(seal, fn, *args, **kwargs)
         except Exception:  # any error of the candidate fails the checks
             return False
     return grade_function(exercise.id, fn).passed
@@ -364,9 +396,9 @@ def passes(exercise: Exercise, fn: Callable[..., Any], view: View) -> bool:
 def answers(state: ChapterStates, exercises: list[Exercise]) -> list[str]:
     """What in the view of ``state`` passes the visible checks of one of ``exercises``."""
     view = plan_view(COURSE, state)
-    found = candidates(view)
+    found, seal = candidates(view), Seal(view)
     return [f"{exercise.id}: {what}" for exercise in exercises
-            for what, fn in probes(exercise, view, found) if passes(exercise, fn, view)]
+            for what, fn in probes(exercise, seal, found) if passes(exercise, fn, seal)]
 
 
 def _chapter(chapter: str) -> list[Exercise]:
@@ -383,13 +415,16 @@ def test_a_candidate_reaches_nothing_the_view_lacks():
     module lends none of its names, even those this process has loaded."""
     import transformer_ref.np_attention as gathering
 
-    view = plan_view(COURSE, largest_state("ch02_attention"))
+    seal = Seal(plan_view(COURSE, largest_state("ch02_attention")))
     assert gathering.softmax  # loaded here, and lent from now on outside the view
+    loaded = dict(sys.modules)
     with pytest.raises(ImportError):
-        limited(view, importlib.import_module, "transformer_ref.numpy.scaled_attention")
-    with pytest.raises(ImportError):
-        limited(view, getattr, gathering, "softmax")
-    assert gathering.softmax(np.zeros(2)).sum() == 1  # and restored afterwards
+        limited(seal, importlib.import_module, "transformer_ref.numpy.scaled_attention")
+    with pytest.raises(ImportError):  # also from a call within a call, as adapters make
+        limited(seal, limited, seal, getattr, gathering, "softmax")
+    # And all is back afterwards.
+    assert all(sys.modules.get(name) is module for name, module in loaded.items())
+    assert gathering.softmax(np.zeros(2)).sum() == 1
 
 
 def test_the_probe_finds_the_answers_of_a_closed_chapter_kept_open():
