@@ -1,14 +1,15 @@
 """Sealed in every form: in no learner view the course allows does any function, method or class
 compute the answer of an exercise that is still open, whatever a learner wraps around it.
 
-The probe calls every function and class of the view's ``transformer_ref`` (the course's
-computing code; the view's ``autograder`` part is the check client) through the visible checks of
-each open exercise, with the adapters a learner would write: NumPy <-> torch, the first two
-arguments in any order (the first three), a boolean mask made additive, the result reshaped to
-the documented shape, and a class built with the exercise's sizes (a PyTorch module loaded with
-the exercise's weights), through each of its methods. Candidates run
-as in the view: the modules it lacks (stubs included) cannot be imported, and what they lend
-through other modules is out of reach.
+The probe calls every function and class of the view's computing code (``transformer_ref`` and
+the models the checks hand over; the rest of the view's ``autograder`` is the check client)
+through the visible checks of each open exercise, with the adapters a learner would write: NumPy
+<-> torch, the first three arguments in any order, a boolean mask made additive, the result
+reshaped to the documented shape, and a class built with the exercise's sizes (a PyTorch module
+loaded with the exercise's weights) and called through each of its methods. Candidates run as in
+the view: the modules it lacks (stubs included) cannot be imported, and nothing else lends what
+they hold. A candidate that cannot take the exercise's arguments, or that fails the checks'
+first call, is not run through the whole checks: that keeps the probe within seconds a chapter.
 
 Which states: for each chapter C, the largest view in which C is open (every other chapter
 closed, every chapter released that the course lets out then). A view with more chapters open
@@ -168,7 +169,8 @@ def to_numpy(value: Any) -> Any:
 
 
 def like(got: Any, expected: Any) -> Any:
-    """``got`` reshaped as ``expected`` where only the layout of its axes of size 1 differs."""
+    """``got`` reshaped as ``expected`` where it holds as many numbers (a batch flattened or
+    an axis of size 1 left over), as a learner who read the docstring would."""
     if isinstance(expected, tuple) and isinstance(got, tuple) and len(got) >= len(expected):
         return tuple(like(g, e) for g, e in zip(got, expected, strict=False))
     if isinstance(expected, np.ndarray) and isinstance(got, np.ndarray) \
