@@ -117,8 +117,11 @@ def open_answers(states: ChapterStates) -> dict[str, tuple[str, ...]]:
 
     Why refuse rather than show such a building block in another form: any form that works
     (compiled, obfuscated, behind a service) still computes the open answer when called, which
-    is all a learner needs; only its absence seals it. The chapters are written to be done in
-    order, so the refusal only ever asks to close earlier chapters first."""
+    is all a learner needs; only its absence seals it. And the refusal costs a class that works
+    in order nothing: measured on this course, it only adds chapters 2 to 6 to what chapters 8
+    to 11 need closed, and such a class closed them before it could release chapter 7 (which
+    needs chapters 1, 2 and 4 to 6 closed; chapter 4 needed chapter 3). It refuses only the
+    PyTorch chapters while the NumPy chapters they answer are open."""
     found: dict[str, list[str]] = {}
     for exercise in all_exercises():
         if exercise.chapter not in states.closed:

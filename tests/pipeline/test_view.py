@@ -29,6 +29,7 @@ from autograder.steps.view import (
     close_chapter,
     open_answers,
     plan_view,
+    release_problems,
     write_view,
 )
 
@@ -63,6 +64,13 @@ def test_no_answer_of_an_open_chapter_and_no_grader_code(k: int):
     assert not [m for m in view.modules if m.startswith(NEVER)]
     # Each answer still being graded is a stub whose import says why.
     assert view.hidden == open_answers(_open(k))
+
+
+@pytest.mark.parametrize("k", range(1, len(CHAPTERS) + 1), ids=lambda k: CHAPTERS[k - 1])
+def test_a_class_that_works_in_order_is_never_refused(k: int):
+    """Withholding every form of an open answer asks nothing more of a class that closes its
+    chapters in order."""
+    assert release_problems(COURSE, CHAPTERS[k - 1], _open(k)) == []
 
 
 def test_closing_a_chapter_reveals_its_answers():
