@@ -14,7 +14,13 @@ def run(args: argparse.Namespace) -> int:
     from datetime import datetime
 
     from autograder.deadlines import close_chapter, parse_policy, set_late_policy
-    from autograder.steps.view import refresh_view, view_folder
+    from autograder.steps.view import (
+        ChapterStates,
+        chapter_states,
+        refresh_view,
+        view_folder,
+        withheld_answers,
+    )
 
     course = course_of(args)
     try:
@@ -40,6 +46,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"{chapter}: due {when:%Y-%m-%d %H:%M} UTC; from then on its answers are part of "
               "the view of every learner without an extension"
               + (f"; late work: {args.late_policy}" if args.late_policy else ""))
+    closed = chapter_states(course, None).closed | set(args.chapters)
+    for chapter in args.chapters:
+        for module, chapters in withheld_answers(chapter, ChapterStates(closed, closed)).items():
+            print(f"  except {module}: it also computes the answers of {', '.join(chapters)}, "
+                  "still open; it joins the view once those close too")
     if args.exchange is not None:
         refresh_view(course, args.exchange)
         print(f"the learners' view in {view_folder(course)} is up to date")

@@ -98,6 +98,12 @@ def reference_module(exercise: Exercise) -> str:
     return exercise.reference.partition(":")[0]
 
 
+def answer_modules(exercise: Exercise) -> tuple[str, ...]:
+    """Every course module that computes ``exercise``'s answer: its reference's, then the
+    others the registry names (``Exercise.answered_by``)."""
+    return (reference_module(exercise), *exercise.answered_by)
+
+
 def defining_module(module: str, attribute: str) -> str:
     """The module that defines ``module.attribute``: for a function or class, the module that
     wrote it (a gathering module only lends it); for a module, that module; for a constant,

@@ -97,6 +97,12 @@ class Exercise:
             calls by their names (chapter 2's attention calls the learner's softmax). When one
             of them fails, this one is judged with the error carried forward
             (:func:`carried_reference`), so that one mistake costs points once.
+        answered_by: the other course modules whose code computes this exercise's answer: in
+            another library (PyTorch for a NumPy exercise), or inside a larger function or
+            class (a module built from the exercise's weights). A class's view holds them only
+            once the exercise's chapter is closed, as it holds ``reference``
+            (``tests/pipeline/test_sealed_view.py`` proves that nothing else in any view the
+            course allows answers an exercise that is still open).
     """
 
     id: str
@@ -110,6 +116,7 @@ class Exercise:
     allowed: tuple[str, ...] = ()
     builders: tuple[str, ...] = ()
     depends: tuple[str, ...] = ()
+    answered_by: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -149,16 +156,18 @@ def register(
     allowed: tuple[str, ...] = (),
     builders: tuple[str, ...] = (),
     depends: tuple[str, ...] = (),
+    answered_by: tuple[str, ...] = (),
 ) -> Callable[[CheckFunction], CheckFunction]:
     """Decorator that registers ``check(ctx, fn)`` as the check of ``exercise_id``.
 
-    ``allowed``, ``builders`` and ``depends``: see :class:`Exercise`.
+    ``allowed``, ``builders``, ``depends`` and ``answered_by``: see :class:`Exercise`.
 
     Raises:
         ValueError: malformed id, unknown chapter prefix, bad difficulty, non-positive points
             or minutes, a reference that is not ``"module:attribute"``, an allowed entry or a
-            builder outside the course's packages, an id registered twice by different
-            functions, or ``depends`` naming an exercise of a later chapter.
+            builder outside the course's packages, an ``answered_by`` entry that is not a
+            module of ``transformer_ref``, an id registered twice by different functions, or
+            ``depends`` naming an exercise of a later chapter.
     """
     match = _ID_PATTERN.match(exercise_id)
     if not match or match.group(1) not in CHAPTERS:
@@ -179,6 +188,10 @@ def register(
         if entry.split(".")[0] not in ("transformer_ref", "autograder") or entry.count(":") > 1:
             raise ValueError(f"allowed entries and builders must be 'module:attribute' or "
                              f"'module' of transformer_ref or autograder, got {entry!r}")
+    for module in answered_by:
+        if not module.startswith("transformer_ref.") or ":" in module:
+            raise ValueError(f"answered_by entries must be modules of transformer_ref, "
+                             f"got {module!r}")
 
     def decorator(check: CheckFunction) -> CheckFunction:
         old = _REGISTRY.get(exercise_id)
@@ -189,6 +202,7 @@ def register(
             id=exercise_id, chapter=CHAPTERS[match.group(1)], title=title, points=points,
             difficulty=difficulty, minutes=minutes, check=check, reference=reference,
             allowed=tuple(allowed), builders=tuple(builders), depends=tuple(depends),
+            answered_by=tuple(answered_by),
         )
         return check
 

@@ -12,9 +12,11 @@ It holds only what the released chapters need to run:
   service, :mod:`autograder.hub.checking`, for the visible checks), the self-check, the
   pytest plugin and the Jupyter configuration layers.
 
-It never holds the reference of an exercise whose chapter is still open: such a module is
-replaced by a stub whose import says why it is missing. It holds every reference of a closed
-chapter. Nor does it hold the checks, the
+It never holds the answer of an exercise whose chapter is still open, in any form: its
+reference, nor the course modules that compute the same answer another way (the registry's
+``answered_by``: the PyTorch attention of chapter 7 answers chapter 2's NumPy attention). Such a
+module is replaced by a stub whose import says why it is missing. It holds every reference of a
+closed chapter that answers no open exercise. Nor does it hold the checks, the
 sample class, the mutants, the tutorial-style code or ``solutions/``. A chapter is *released*
 once it is in the exchange's outbound folder, and *closed* once its nbgrader due date has
 passed: ``python -m autograder close ch02`` sets it to now, and the Formgrader's "Manage
@@ -43,7 +45,13 @@ import nbformat
 
 from autograder.course import CHAPTERS, COURSE_ID, ROOT, Course
 from autograder.deadlines import due_dates, extensions, sealed_for
-from autograder.exercises.reach import closure, module_file, notebook_modules, reference_module
+from autograder.exercises.reach import (
+    answer_modules,
+    closure,
+    module_file,
+    notebook_modules,
+    reference_module,
+)
 from autograder.exercises.registry import all_exercises
 
 VIEW_FOLDER = "view"
@@ -99,12 +107,35 @@ class View:
 
 
 def open_answers(states: ChapterStates) -> dict[str, tuple[str, ...]]:
-    """Module -> the exercises of chapters not yet closed whose reference it holds."""
+    """Module -> the exercises of chapters not yet closed whose answer it computes: their
+    reference, or the same answer in another form (``Exercise.answered_by``: chapter 7's
+    PyTorch attention answers chapter 2's NumPy attention). A closed chapter's module that also
+    answers an open exercise stays hidden, so a release that needs it is refused until that
+    exercise's chapter closes too.
+
+    Why refuse rather than show such a building block in another form: any form that works
+    (compiled, obfuscated, behind a service) still computes the open answer when called, which
+    is all a learner needs; only its absence seals it. And the refusal costs a class that works
+    in order nothing: measured on this course, it only adds chapters 2 to 6 to what chapters 8
+    to 11 need closed, and such a class closed them before it could release chapter 7 (which
+    needs chapters 1, 2 and 4 to 6 closed; chapter 4 needed chapter 3). It refuses only the
+    PyTorch chapters while the NumPy chapters they answer are open."""
     found: dict[str, list[str]] = {}
     for exercise in all_exercises():
         if exercise.chapter not in states.closed:
-            found.setdefault(reference_module(exercise), []).append(exercise.id)
+            for module in answer_modules(exercise):
+                found.setdefault(module, []).append(exercise.id)
     return {module: tuple(ids) for module, ids in found.items()}
+
+
+def withheld_answers(chapter: str, states: ChapterStates) -> dict[str, list[str]]:
+    """The modules of ``chapter``'s answers that the view still withholds in ``states``
+    (where ``chapter`` is closed), because they also compute the answer of an exercise still
+    open: module -> the chapters of those exercises."""
+    answers = open_answers(states)
+    mine = {m for e in all_exercises() if e.chapter == chapter for m in answer_modules(e)}
+    return {module: sorted({CHAPTERS_BY_PREFIX[e[:4]] for e in answers[module]})
+            for module in sorted(mine & set(answers))}
 
 
 def _chapter_roots(course: Course, chapter: str) -> set[str]:

@@ -14,6 +14,7 @@ import nbformat
 import pytest
 
 from autograder.course import ROOT, Course
+from autograder.exercises.reach import answer_modules
 from autograder.exercises.registry import CHAPTERS, Exercise, all_exercises, get_exercise
 from autograder.grade.verify import (
     allowed_modules,
@@ -115,6 +116,8 @@ def test_allowed_blocks_exist_and_the_setup_cell_gives_them(exercise: Exercise):
 def test_no_allowed_block_imports_the_exercises_reference(exercise: Exercise):
     modules = allowed_modules([exercise])
     assert reference_module(exercise) not in modules
+    # Nor the course's answer in another form (a PyTorch module that computes it).
+    assert not modules & set(answer_modules(exercise)), exercise.answered_by
     for group in plan(_exercises(exercise.chapter)):
         if exercise in group:
             assert not allowed_modules(group) & {reference_module(e) for e in group}

@@ -29,6 +29,7 @@ from autograder.steps.view import (
     check_class_release,
     open_answers,
     plan_view,
+    release_problems,
     write_view,
 )
 
@@ -63,6 +64,13 @@ def test_no_answer_of_an_open_chapter_and_no_grader_code(k: int):
     assert not [m for m in view.modules if m.startswith(NEVER)]
     # Each answer still being graded is a stub whose import says why.
     assert view.hidden == open_answers(_open(k))
+
+
+@pytest.mark.parametrize("k", range(1, len(CHAPTERS) + 1), ids=lambda k: CHAPTERS[k - 1])
+def test_a_class_that_works_in_order_is_never_refused(k: int):
+    """Withholding every form of an open answer asks nothing more of a class that closes its
+    chapters in order."""
+    assert release_problems(COURSE, CHAPTERS[k - 1], _open(k)) == []
 
 
 def test_closing_a_chapter_reveals_its_answers():
@@ -106,7 +114,7 @@ def test_the_files_hold_no_reference_code(ch08_view: Path):
 def test_a_hidden_module_says_why_and_when(ch08_view: Path, tmp_path: Path):
     result = _run_in_view(ch08_view, "import transformer_ref.model.decoder_layer")
     assert result.returncode != 0
-    assert "ch08.decoder_layer" in result.stderr and "closes the chapter" in result.stderr
+    assert "ch08.decoder_layer" in result.stderr and "deadline for it has passed" in result.stderr
     # Also in a class whose released chapters import nothing of the course (chapter 2).
     write_view(plan_view(COURSE, _open(2)), tmp_path)
     result = _run_in_view(tmp_path, "from transformer_ref import softmax")
@@ -204,12 +212,49 @@ def test_a_class_release_that_needs_an_open_answer_is_refused_with_the_command_t
     assert command[command.index("--course-dir") + 1] == str(course.folder)
     assert command[command.index("--exchange") + 1] == str(exchange)
     closing = command[4:command.index("--course-dir")]
-    # Chapter 11 builds on chapters 7 and 8's modules and chapter 1's positions: those first.
-    assert closing == ["ch01_positional_encoding", "ch07_pytorch_modules",
-                       "ch08_decoder_and_model"]
+    # Chapter 11 builds on chapters 7 and 8's modules and chapter 1's positions, and those
+    # modules compute the answers of chapters 2 to 6 in PyTorch: all of them first.
+    assert closing == list(CHAPTERS[:8])
     assert main(command[3:]) == 0
     assert "ch08_decoder_and_model: due" in capsys.readouterr().out
     check_class_release(course, exchange, ["ch11_language_model"])
+
+
+def test_releasing_chapter_11_with_chapter_2_open_shows_no_attention_or_mask(tmp_path: Path):
+    """A class that closes what chapter 11 imports (chapters 1, 7 and 8) while chapter 2 is
+    open: the PyTorch attention and masks, which answer chapter 2's exercises, stay out of the
+    view, and the release of chapter 11 is refused until chapter 2 (and 3 to 6) closes."""
+    course = Course.of(ROOT, tmp_path / "course")
+    register_assignments(course)
+    exchange = tmp_path / "exchange"
+    for chapter in ("ch01_positional_encoding", "ch07_pytorch_modules",
+                    "ch08_decoder_and_model"):
+        close_chapter(course, chapter, datetime.now(UTC) - timedelta(minutes=1))
+    states = chapter_states(course, exchange)
+    view = plan_view(course, ChapterStates(states.released | {"ch11_language_model"},
+                                           states.closed))
+    assert not {"transformer_ref.model.attention", "transformer_ref.model.basic_masks"
+                } & view.modules
+    assert "ch02.scaled_dot_product_attention" in view.hidden["transformer_ref.model.attention"]
+    assert view.hidden["transformer_ref.model.basic_masks"] == ("ch02.causal_mask",)
+    with pytest.raises(ValueError) as refused:
+        check_class_release(course, exchange, ["ch11_language_model"])
+    command = str(refused.value).splitlines()[-1].split()
+    assert command[4:command.index("--course-dir")] == list(CHAPTERS[1:6])
+
+
+def test_close_says_which_answers_wait_for_an_open_chapter(tmp_path: Path, capsys):
+    """Closing chapter 7 while chapter 2 is open: its attention stays out of the view, and the
+    command says why and until when."""
+    from autograder.cli import main
+
+    course_dir = tmp_path / "course"
+    register_assignments(Course.of(ROOT, course_dir))
+    assert main(["close", "ch01", "ch07", "--course-dir", str(course_dir)]) == 0
+    out = capsys.readouterr().out
+    assert ("except transformer_ref.model.attention: it also computes the answers of "
+            "ch02_attention, ch03_attention_head, ch04_multi_head_attention, still open") in out
+    assert "transformer_ref.model.positional" not in out  # chapter 1 closed with it
 
 
 def test_the_formgrader_shows_the_refusal_without_debug_records_or_a_traceback(tmp_path: Path):
@@ -269,7 +314,7 @@ def test_the_close_and_view_commands(tmp_path: Path, capsys):
     where = ["--course-dir", str(course_dir)]
     register_assignments(Course.of(ROOT, course_dir))  # a release's, in a class
     assert main(["close", "ch02", *where, "--exchange", str(exchange)]) == 0
-    assert "its answers are part of the learners' view" in capsys.readouterr().out
+    assert "its answers are part of the view of every learner" in capsys.readouterr().out
     answer = course_dir / "view" / "transformer_ref" / "numpy" / "scaled_attention.py"
     assert "def softmax(" in answer.read_text()
     assert main(["close", "ch03", "--at", "2026-12-08T18:00", *where]) == 0

@@ -111,6 +111,7 @@ MASK_INVERTED = "your mask looks inverted: True must mean 'may attend'"
     difficulty="easy",
     minutes=5,
     reference="transformer_ref.numpy.scaled_attention:causal_mask",
+    answered_by=("transformer_ref.model.basic_masks",),  # subsequent_mask, in PyTorch
 )
 def check_causal_mask(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Boolean ``(n, n)``, True on and below the diagonal, for several sizes including 1 (a
@@ -260,6 +261,7 @@ def call_with_mask(fn: Callable[..., Any], *args: Any, mask_shape: tuple[int, ..
     minutes=25,
     reference="transformer_ref.numpy.scaled_attention:scaled_dot_product_attention",
     depends=("ch02.softmax",),
+    answered_by=("transformer_ref.model.attention",),  # attention(), in PyTorch
 )
 def check_scaled_dot_product_attention(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Several leading dimensions, ``n_q != n_k`` and ``d_v != d_k``; masks of full and of

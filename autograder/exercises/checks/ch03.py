@@ -62,6 +62,7 @@ def _head_hints(
     minutes=15,
     reference="transformer_ref.numpy.attention_head:attention_head",
     allowed=BUILDING_BLOCKS,
+    answered_by=("transformer_ref.model.attention",),  # one head of MultiHeadAttention
 )
 def check_attention_head(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Float32 cross-attention with ``n_q != n_k`` and ``d_k == d_v`` (to tell keys from

@@ -95,6 +95,7 @@ def _split_hints(x: np.ndarray, num_heads: int) -> list[Hint]:
     minutes=10,
     reference="transformer_ref.numpy.heads:split_heads",
     allowed=BUILDING_BLOCKS,
+    answered_by=("transformer_ref.model.attention",),  # MultiHeadAttention._split_heads
 )
 def check_split_heads(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Two batch axes, none (float32) and one; the dtype is kept; ``d_model`` not divisible by
@@ -253,6 +254,7 @@ def _mha_cases(rng: np.random.Generator) -> list[tuple[str, tuple[Any, ...]]]:
     reference="transformer_ref.numpy.heads:multi_head_attention",
     allowed=BUILDING_BLOCKS,
     depends=("ch04.split_heads", "ch04.merge_heads"),
+    answered_by=("transformer_ref.model.attention",),  # with the weights loaded
 )
 def check_multi_head_attention(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Self- and cross-attention (``n_q != n_k``), a padding mask that differs between the

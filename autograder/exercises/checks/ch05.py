@@ -158,6 +158,7 @@ def _ffn_hints(*args: np.ndarray) -> list[Hint]:
     minutes=10,
     reference="transformer_ref.numpy.sublayers:feed_forward",
     allowed=BUILDING_BLOCKS,
+    answered_by=("transformer_ref.model.sublayers",),  # PositionwiseFeedForward, loaded
 )
 def check_feed_forward(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """Pre-activations and outputs of both signs, ``d_ff != d_model``, two, one and three

@@ -107,6 +107,7 @@ def _block_hints(x: np.ndarray, p: dict[str, Any], num_heads: int, mask: Any) ->
     minutes=20,
     reference="transformer_ref.numpy.encoder:encoder_block",
     allowed=BUILDING_BLOCKS,
+    answered_by=("transformer_ref.model.encoder_layer",),  # EncoderLayer, loaded
 )
 def check_encoder_block(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """A padding mask that differs between sequences, in float64 with one batch axis and in
