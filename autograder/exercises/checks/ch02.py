@@ -161,6 +161,21 @@ def check_padding_mask(ctx: CheckContext, fn: Callable[..., Any]) -> None:
                 ])
 
 
+# What a learner's attention weights that do not sum to 1 over the keys did instead.
+NORMALISATION_HINTS = (
+    Hint("your weights sum to 1 over the queries (axis -2), not over the keys: the softmax "
+         "runs over the last axis, softmax(scores, axis=-1).",
+         predicate=lambda got: _sums_to_one(got, -2) and not _sums_to_one(got, -1)),
+    Hint("your weights sum to 1 over each whole score matrix, not along each row: if your "
+         "attention calls softmax(scores, axis=-1), your softmax normalises over more than the "
+         "axis it is given (its own check shows where).",
+         predicate=lambda got: _sums_to_one(got, (-2, -1)) and not _sums_to_one(got, -1)),
+    Hint("the rows of your weights do not sum to 1, and neither do their columns: if your "
+         "attention calls softmax(scores, axis=-1), the fault is in your softmax (run its "
+         "check).", predicate=lambda got: not _sums_to_one(got, -1)),
+)
+
+
 def attention_hints(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None
 ) -> tuple[list[Hint], list[Hint]]:
@@ -206,16 +221,7 @@ def attention_hints(
         Hint("NaN or inf in the weights: these scores are large, so exp overflows unless the "
              "softmax subtracts the maximum of each row before np.exp.",
              predicate=lambda got: not np.isfinite(got).all()),
-        Hint("your weights sum to 1 over the queries (axis -2), not over the keys: the "
-             "softmax runs over the last axis, softmax(scores, axis=-1).",
-             predicate=lambda got: _sums_to_one(got, -2) and not _sums_to_one(got, -1)),
-        Hint("your weights sum to 1 over each whole score matrix, not along each row: if your "
-             "attention calls softmax(scores, axis=-1), your softmax normalises over more than "
-             "the axis it is given (its own check shows where).",
-             predicate=lambda got: _sums_to_one(got, (-2, -1)) and not _sums_to_one(got, -1)),
-        Hint("the rows of your weights do not sum to 1, and neither do their columns: if your "
-             "attention calls softmax(scores, axis=-1), the fault is in your softmax (run its "
-             "check).", predicate=lambda got: not _sums_to_one(got, -1)),
+        *NORMALISATION_HINTS,
     ]
     out_hints = [
         Hint("this looks like the attention weights: return (out, weights) in that order.",
