@@ -572,9 +572,11 @@ BOOL_MASK_RULE = (
 )
 # How float32 arrays become float64 under NumPy 2's promotion rules (NEP 50).
 FLOAT32_ADVICE = (
-    "Under NumPy 2 a NumPy float64 scalar makes a float32 array float64: np.sqrt(d_k) of an "
-    "int returns one, and so do np.float64(...) and 0-d float64 arrays, while a Python float "
-    "does not (math.sqrt(d_k), d_k ** 0.5). Or convert at the end: .astype(x.dtype)."
+    "Your function was given float32 and returned float64, so a float64 value entered its "
+    "computation: a float64 array (np.zeros, np.ones and np.arange make float64 unless told), "
+    "an .astype(np.float64), or under NumPy 2 a NumPy float64 scalar (np.float64(...), "
+    "np.sqrt or np.exp of a Python number), while a Python float does not (math.sqrt(n), "
+    "n ** 0.5). Or convert at the end: .astype(x.dtype)."
 )
 
 

@@ -179,19 +179,7 @@ def register(
         raise ValueError(f"points and minutes must be positive, got {points} and {minutes}")
     if reference.count(":") != 1:
         raise ValueError(f"reference must be 'module:attribute', got {reference!r}")
-    for earlier in depends:
-        earlier_match = _ID_PATTERN.match(earlier)
-        if not earlier_match or earlier_match.group(1) > match.group(1):
-            raise ValueError(f"depends must name exercises of this or an earlier chapter, "
-                             f"got {earlier!r} for {exercise_id!r}")
-    for entry in (*allowed, *builders):
-        if entry.split(".")[0] not in ("transformer_ref", "autograder") or entry.count(":") > 1:
-            raise ValueError(f"allowed entries and builders must be 'module:attribute' or "
-                             f"'module' of transformer_ref or autograder, got {entry!r}")
-    for module in answered_by:
-        if not module.startswith("transformer_ref.") or ":" in module:
-            raise ValueError(f"answered_by entries must be modules of transformer_ref, "
-                             f"got {module!r}")
+    _check_links(exercise_id, allowed + builders, depends, answered_by)
 
     def decorator(check: CheckFunction) -> CheckFunction:
         old = _REGISTRY.get(exercise_id)
@@ -207,6 +195,25 @@ def register(
         return check
 
     return decorator
+
+
+def _check_links(exercise_id: str, modules: tuple[str, ...], depends: tuple[str, ...],
+                 answered_by: tuple[str, ...]) -> None:
+    """Refuse links of ``exercise_id`` that name no course code or a later exercise
+    (``modules``: its allowed entries and builders)."""
+    for earlier in depends:
+        earlier_match = _ID_PATTERN.match(earlier)
+        if not earlier_match or earlier_match.group(1) > exercise_id[:4]:
+            raise ValueError(f"depends must name exercises of this or an earlier chapter, "
+                             f"got {earlier!r} for {exercise_id!r}")
+    for entry in modules:
+        if entry.split(".")[0] not in ("transformer_ref", "autograder") or entry.count(":") > 1:
+            raise ValueError(f"allowed entries and builders must be 'module:attribute' or "
+                             f"'module' of transformer_ref or autograder, got {entry!r}")
+    for module in answered_by:
+        if not module.startswith("transformer_ref.") or ":" in module:
+            raise ValueError(f"answered_by entries must be modules of transformer_ref, "
+                             f"got {module!r}")
 
 
 def _origin(check: CheckFunction) -> tuple[str, str]:

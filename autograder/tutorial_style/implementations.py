@@ -879,3 +879,73 @@ class HuggingFacePastKeyValues:
         self.past_key_values = tuple(
             tuple(past_state.index_select(0, beam_idx) for past_state in layer_past)
             for layer_past in self.past_key_values)
+
+
+# --- byte-pair encoding: Sennrich et al.'s get_stats / merge_vocab, Karpathy's minbpe ---------
+
+
+def sennrich_get_stats(vocab: dict[tuple[str, ...], int]) -> dict[tuple[str, str], int]:
+    pairs: dict[tuple[str, str], int] = {}
+    for word, freq in vocab.items():
+        for i in range(len(word) - 1):
+            pairs[word[i], word[i + 1]] = pairs.get((word[i], word[i + 1]), 0) + freq
+    return pairs
+
+
+def sennrich_merge_vocab(pair: tuple[str, str], v_in: dict[tuple[str, ...], int]
+                         ) -> dict[tuple[str, ...], int]:
+    v_out = {}
+    for word, freq in v_in.items():
+        out: list[str] = []
+        i = 0
+        while i < len(word):
+            if word[i:i + 2] == pair:
+                out.append(pair[0] + pair[1])
+                i += 2
+            else:
+                out.append(word[i])
+                i += 1
+        v_out[tuple(out)] = v_out.get(tuple(out), 0) + freq
+    return v_out
+
+
+def sennrich_learn_bpe(texts, num_merges):
+    """The paper's loop: ``best = max(pairs, key=pairs.get)``, so a tie goes to the pair
+    counted first, where the course's rule takes the smallest. Symbols are tuples, since the
+    course's words keep their spaces."""
+    from transformer_ref.data.words import split_words
+
+    vocab: dict[tuple[str, ...], int] = {}
+    for text in texts:
+        for word in split_words(text):
+            vocab[tuple(word)] = vocab.get(tuple(word), 0) + 1
+    merges = []
+    for _ in range(num_merges):
+        pairs = sennrich_get_stats(vocab)
+        if not pairs:
+            break
+        best = max(pairs, key=pairs.get)
+        vocab = sennrich_merge_vocab(best, vocab)
+        merges.append(best)
+    return merges
+
+
+def minbpe_encode(text, merges):
+    """minbpe's ``encode``: per chunk, the pair with the lowest merge index until none is left
+    (``min(stats, key=lambda p: ranks.get(p, inf))``), on characters instead of bytes."""
+    from transformer_ref.data.words import split_words
+
+    ranks: dict[tuple[str, str], int] = {}
+    for i, pair in enumerate(merges):
+        ranks.setdefault(tuple(pair), i)
+    tokens: list[str] = []
+    for chunk in split_words(text):
+        ids = list(chunk)
+        while len(ids) >= 2:
+            stats = sennrich_get_stats({tuple(ids): 1})
+            pair = min(stats, key=lambda p: ranks.get(p, float("inf")))
+            if pair not in ranks:
+                break
+            ids = list(sennrich_merge_vocab(pair, {tuple(ids): 1}))[0]
+        tokens.extend(ids)
+    return tokens

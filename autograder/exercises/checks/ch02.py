@@ -34,7 +34,7 @@ OVERFLOW_HINT = (
 )
 
 
-def _sums_to_one(got: np.ndarray, axis: int) -> bool:
+def _sums_to_one(got: np.ndarray, axis: int | tuple[int, ...]) -> bool:
     return bool(np.allclose(got.sum(axis=axis), 1.0, atol=1e-3))
 
 
@@ -151,14 +151,30 @@ def check_padding_mask(ctx: CheckContext, fn: Callable[..., Any]) -> None:
         later = np.arange(max_len)[None, None, :] <= lengths[:, None, None]
         compare(call(fn, lengths, max_len), expected,
                 f"padding_mask(lengths={lengths.tolist()}, max_len={max_len})", hints=[
-                    Hint(f"{MASK_INVERTED}; here True marks the real tokens (positions < length).",
-                         buggy=~expected),
+                    Hint("your mask is True at the padding (positions >= length) and False at "
+                         "the real tokens: it is inverted. True must mean 'may attend', so the "
+                         "real tokens (positions < length) are the True ones.", buggy=~expected),
                     Hint("off by one: position i is a real token when i < length "
                          "(positions start at 0).", buggy=later),
                     Hint(f"add the query axis of size 1: shape (batch, 1, max_len) = "
                          f"{(batch, 1, max_len)}, for example mask[:, None, :].",
                          predicate=lambda got, b=batch, m=max_len: got.shape == (b, m)),
                 ])
+
+
+# What a learner's attention weights that do not sum to 1 over the keys did instead.
+NORMALISATION_HINTS = (
+    Hint("your weights sum to 1 over the queries (axis -2), not over the keys: the softmax "
+         "runs over the last axis, softmax(scores, axis=-1).",
+         predicate=lambda got: _sums_to_one(got, -2) and not _sums_to_one(got, -1)),
+    Hint("your weights sum to 1 over each whole score matrix, not along each row: if your "
+         "attention calls softmax(scores, axis=-1), your softmax normalises over more than the "
+         "axis it is given (its own check shows where).",
+         predicate=lambda got: _sums_to_one(got, (-2, -1)) and not _sums_to_one(got, -1)),
+    Hint("the rows of your weights do not sum to 1, and neither do their columns: if your "
+         "attention calls softmax(scores, axis=-1), the fault is in your softmax (run its "
+         "check).", predicate=lambda got: not _sums_to_one(got, -1)),
+)
 
 
 def attention_hints(
@@ -206,8 +222,7 @@ def attention_hints(
         Hint("NaN or inf in the weights: these scores are large, so exp overflows unless the "
              "softmax subtracts the maximum of each row before np.exp.",
              predicate=lambda got: not np.isfinite(got).all()),
-        Hint("rows of the weights do not sum to 1: softmax over the wrong axis? It runs over "
-             "the keys, the last axis.", predicate=lambda got: not _sums_to_one(got, -1)),
+        *NORMALISATION_HINTS,
     ]
     out_hints = [
         Hint("this looks like the attention weights: return (out, weights) in that order.",

@@ -1,4 +1,5 @@
-"""Checks of chapter 10: beam search with a length penalty, and translating in padded batches.
+"""Checks of chapter 10: beam search with a length penalty, translating in padded batches, and
+byte-pair encoding (learning merges, encoding with them).
 
 The learner's ``beam_search(model, src, src_mask, max_len, beam_size, length_penalty, bos_id,
 eos_id)`` must return exactly the hypotheses of :func:`transformer_ref.decoding.beam_search`:
@@ -28,6 +29,7 @@ torch is imported inside the functions, so importing this module stays torch-fre
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autograder.exercises.beam_variants import BUGS, Bug, Switches, beam_variant
-from autograder.exercises.checking import CheckContext, fail
+from autograder.exercises.checking import CheckContext, call, fail
 from autograder.exercises.registry import register
 from autograder.exercises.torch_checking import (
     call_torch,
@@ -614,3 +616,144 @@ def check_translate_batched(ctx: CheckContext, fn: Callable[..., Any]) -> None:
         _run_batched(fn, _telling_case(ctx, vocab, None, None))
         other_pad = int(rng.integers(4, vocab - 1))
         _run_batched(fn, _telling_case(ctx, vocab, int(rng.integers(2, 4)), other_pad))
+
+
+# --- byte-pair encoding ----------------------------------------------------------------------
+
+LEARN_BPE = "ch10.learn_bpe"
+BPE_ENCODE = "ch10.bpe_encode"
+BPE_LETTERS = "aabbcdeeilnorst"  # repeated letters make frequent pairs and ties
+TIE_RULE = ("ties are broken by the smallest pair in Python's order of (left, right) string "
+            "tuples, e.g. min(counts, key=lambda pair: (-counts[pair], pair))")
+
+
+def bpe_corpus(rng: np.random.Generator, n_texts: int) -> list[str]:
+    """Random captions of short words over a small alphabet, with punctuation, repeated and
+    irregular spaces, a newline and a non-ASCII letter, so that pairs repeat and tie."""
+    words = ["".join(rng.choice(list(BPE_LETTERS), size=int(rng.integers(1, 6))))
+             for _ in range(int(rng.integers(8, 16)))] + ["é", "ä.", "a,"]
+    texts = []
+    for _ in range(n_texts):
+        chosen = rng.choice(words, size=int(rng.integers(1, 9)))
+        gaps = rng.choice([" ", " ", " ", "  ", "\n"], size=len(chosen))
+        texts.append("".join(g + w for g, w in zip(gaps, chosen, strict=True)).lstrip(" "))
+    return texts
+
+
+def pair_counts(texts: Sequence[str], merges: Sequence[tuple[str, str]]) -> dict[tuple, int]:
+    """The pair counts learning sees after ``merges`` (for the messages)."""
+    from transformer_ref.data.bpe import merge_pair
+    from transformer_ref.data.words import split_words
+
+    counts: dict[tuple, int] = {}
+    for word in (w for text in texts for w in split_words(text)):
+        symbols = list(word)
+        for pair in merges:
+            symbols = merge_pair(symbols, pair)
+        for pair in zip(symbols, symbols[1:], strict=False):
+            counts[pair] = counts.get(pair, 0) + 1
+    return counts
+
+
+def as_merges(got: Any, what: str) -> list[tuple[str, str]]:
+    """The learner's merges as a list of ``(str, str)`` tuples, or a failure that says why."""
+    if not isinstance(got, (list, tuple)) or not all(
+            isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(s, str) for s in p)
+            for p in got):
+        fail(f"{what} should return a list of (left, right) pairs of strings; got "
+             f"{type(got).__name__} {str(got)[:80]}.")
+    return [tuple(p) for p in got]
+
+
+CROSSING_HINT = (" Hint: your pair has whitespace after a non-space character, so it joins two "
+                 "words: count pairs inside each chunk of split_words only.")
+
+
+def joins_words(pair: tuple[str, str]) -> bool:
+    """Whether a merge joins two chunks: a symbol inside one is whitespace, then non-space."""
+    return re.fullmatch(r"\s*\S*", "".join(pair)) is None
+
+
+def compare_merges(got: list[tuple[str, str]], expected: list[tuple[str, str]],
+                   texts: Sequence[str], what: str) -> None:
+    """Fail at the first merge that differs, naming what the learner's loop did there."""
+    for i, (mine, theirs) in enumerate(zip(got, expected, strict=False)):
+        if mine == theirs:
+            continue
+        counts = pair_counts(texts, expected[:i])
+        message = (f"{what}: merge {i} is {mine!r}, expected {theirs!r} (which occurs "
+                   f"{counts.get(theirs, 0)} times at that step).")
+        if joins_words(mine):
+            message += CROSSING_HINT
+        elif counts.get(mine, 0) == counts.get(theirs, 0):
+            message += (f" Hint: your pair occurs {counts[theirs]} times too, a tie: {TIE_RULE}.")
+        elif mine not in counts:
+            message += (" Hint: your pair does not occur at that step: were the earlier merges "
+                        "applied to every word, left to right?")
+        fail(message)
+    if len(got) != len(expected):
+        crossing = any(joins_words(pair) for pair in got[len(expected):])
+        fail(f"{what}: {len(got)} merges, expected {len(expected)} (stop after num_merges "
+             f"merges, or earlier only when no word has two symbols left)."
+             + (CROSSING_HINT if crossing else ""))
+
+
+@register(
+    LEARN_BPE,
+    title="Learning byte-pair merges",
+    points=3,
+    difficulty="medium",
+    minutes=30,
+    reference="transformer_ref.data.bpe:learn_bpe",
+    allowed=("transformer_ref.data.words:split_words",),
+)
+def check_learn_bpe(ctx: CheckContext, fn: Callable[..., Any]) -> None:
+    """Designed corpora (a tie, words whose boundary pair would win), then random corpora,
+    compared merge by merge with the reference."""
+    cases = [(["zz yy"], 1), (["x x x x x"], 3), (["low lower lowest", "newer wider"], 12)]
+    cases += [(bpe_corpus(ctx.rng, int(ctx.rng.integers(10, 30))), int(ctx.rng.integers(15, 40)))
+              for _ in range(3)]
+    for texts, num_merges in cases:
+        what = f"learn_bpe({texts if len(texts) < 3 else '<' + str(len(texts)) + ' texts>'}, " \
+               f"num_merges={num_merges})"
+        got = as_merges(call(fn, list(texts), num_merges), what)
+        compare_merges(got, ctx.reference(texts, num_merges), texts, what)
+
+
+@register(
+    BPE_ENCODE,
+    title="Encoding with byte-pair merges",
+    points=2,
+    difficulty="medium",
+    minutes=20,
+    reference="transformer_ref.data.bpe:bpe_encode",
+    allowed=("transformer_ref.data.words:split_words",),
+)
+def check_bpe_encode(ctx: CheckContext, fn: Callable[..., Any]) -> None:
+    """Texts (seen, unseen, empty, odd whitespace) under merges the reference learnt on a
+    hidden corpus: the tokens join back to the text and equal the reference's."""
+    from transformer_ref.data.bpe import learn_bpe
+
+    corpus = bpe_corpus(ctx.rng, 30)
+    merges = learn_bpe(corpus, int(ctx.rng.integers(20, 40)))
+    fresh = bpe_corpus(ctx.rng, 4)
+    texts = ["", "  ", corpus[0] + "  ", *fresh, "aaaa aaa", "über  ein\tHund."]
+    merges += [("a", "a"), ("aa", "a")]  # overlapping pairs, merged left to right
+    # Designed first: the order of the merges decides ("bc" before "ab"), and a merge that
+    # would join two words if the text were not cut into words first.
+    designed = [("b", "c"), ("a", "b"), ("a", " ")]
+    cases = [("abc a b", designed), ("cabcab", designed)] + [(text, merges) for text in texts]
+    for text, merges in cases:
+        what = f"bpe_encode({text!r}, {merges if merges is designed else 'merges'})"
+        got = call(fn, text, [tuple(m) for m in merges])
+        if not isinstance(got, (list, tuple)) or not all(isinstance(t, str) for t in got):
+            fail(f"{what} should return a list of token strings; got {str(got)[:80]}.")
+        if "".join(got) != text:
+            fail(f"{what}: decoding does not give the text back: ''.join(tokens) is "
+                 f"{''.join(got)!r}. Every character must end up in exactly one token.")
+        expected = ctx.reference(text, merges)
+        if list(got) != expected:
+            fail(f"{what} gave {list(got)}, expected {expected}. Hint: while some adjacent pair "
+                 f"is a merge, merge the pair learnt earliest (the lowest index in merges), "
+                 f"everywhere in the word, left to right; the order of merges is their "
+                 f"priority.")
