@@ -173,6 +173,16 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     r"^sudo \.venv/bin/python -m autograder close ch0[23]( --at \S+)? --course-dir \S+"
     r"( --exchange \S+)?$": (VIEW + "test_the_close_and_view_commands", HUB),
     r"^python -m autograder view( --released .*)?$": (VIEW + "test_the_close_and_view_commands",),
+    # Deadlines: a due date with a late policy, and one learner's extension.
+    r"^python -m autograder (close ch02 --at \S+ --late-policy \S+|extend ch02 ann --until \S+)"
+    r"( --course-dir \S+)?$": (
+        "tests/pipeline/test_deadlines.py::test_the_extend_command_and_close_with_a_late_policy",
+        "tests/pipeline/test_deadlines.py::test_grading_marks_late_work_in_the_flags_the_"
+        "gradebook_and_the_csv"),
+    # The checking service's limits (the hub starts it with the defaults).
+    r"^python -m autograder\.hub\.checking$": (
+        "tests/learner/test_checking_fairness.py::test_an_endless_function_is_stopped_with_a_"
+        "message_and_others_keep_their_speed", HUB),
     r"^sudo \.venv/bin/python -m autograder collect --exchange \S+ --course-dir \S+$": (
         "tests/pipeline/test_collect.py::test_nbgrader_exchange", HUB),
     r"^sudo AUTOGRADER_SECRET_FILE=\S+ \.venv/bin/python -m autograder autograde ch02 --jobs 2 "
