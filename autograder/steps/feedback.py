@@ -54,6 +54,10 @@ _IMAGE_DATA = re.compile(r"data:image/(png|jpeg|gif|webp|svg\+xml);base64,[A-Za-
 _LINK = re.compile(r"(https?:|mailto:|#)", re.IGNORECASE)
 # The last line of a traceback in nbgrader's log: "nbgrader.api.MissingEntry: No such grade".
 _LOG_ERROR = re.compile(r"^\s*((?:\w+\.)*\w*(?:Error|Exception|Entry|Exit)\b.*)$", re.M)
+# The most of one cell's source a page shows. Highlighting and sanitising cost time with every
+# token: a pasted cell of 800,000 characters held the feedback of a whole class for minutes.
+# The course's longest cell is under 4,000 characters.
+MAX_SHOWN_SOURCE = 10_000
 # Tags of nbgrader's page head: its title, and its own style sheets (never learner input).
 _HEAD_TAGS = frozenset({"meta", "title", "style"})
 
@@ -138,15 +142,31 @@ def sanitise_page(html: str) -> str:
             + clean_body.strip() + "\n</body>\n</html>\n")
 
 
+def shorten_long_sources(nb: NotebookNode) -> None:
+    """Cut each cell's source longer than :data:`MAX_SHOWN_SOURCE` to its first lines, with a
+    line that says how much the page leaves out (in place)."""
+    for cell in nb.cells:
+        source = cell.source
+        if len(source) <= MAX_SHOWN_SOURCE:
+            continue
+        cut = source.rfind("\n", 0, MAX_SHOWN_SOURCE)
+        shown = source[:cut if cut > 0 else MAX_SHOWN_SOURCE]
+        note = (f"[this page shows the first {len(shown):,} of the cell's {len(source):,} "
+                "characters; the whole cell is in your notebook]")
+        cell.source = shown + "\n" + (f"# {note}" if cell.cell_type == "code" else note)
+
+
 class FeedbackExporter(HTMLExporter):
     """nbconvert's HTML exporter, as nbgrader's feedback configures it, whose pages are
-    sanitised with :func:`sanitise_page`. Consecutive prints of a cell are shown as one
-    output: the kernel splits them into messages as timing decides, and the same notebook
-    must give the same page on every run."""
+    sanitised with :func:`sanitise_page`, and whose cells show at most
+    :data:`MAX_SHOWN_SOURCE` characters of source each. Consecutive prints of a cell are
+    shown as one output: the kernel splits them into messages as timing decides, and the
+    same notebook must give the same page on every run."""
 
     def from_notebook_node(self, nb: Any, resources: dict | None = None,
                            **kw: Any) -> tuple[str, dict]:
         nb, _ = CoalesceStreamsPreprocessor().preprocess(copy.deepcopy(nb), {})
+        shorten_long_sources(nb)
         html, resources = super().from_notebook_node(nb, resources, **kw)
         return sanitise_page(html), resources
 

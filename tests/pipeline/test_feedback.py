@@ -15,6 +15,7 @@ from autograder.course import ROOT, Course, course_config
 from autograder.notebook import graded_test_cells
 from autograder.steps.feedback import (
     HIDDEN_FAILED,
+    MAX_SHOWN_SOURCE,
     NOT_CONFIRMED,
     FeedbackExporter,
     hide_hidden_checks,
@@ -136,6 +137,23 @@ def test_the_page_does_not_depend_on_how_the_kernel_split_its_prints():
         nb.cells = [cell]
         pages.append(FeedbackExporter(template_name="classic").from_notebook_node(nb)[0])
     assert pages[0] == pages[1] and "hidden checks: all passed." in pages[0]
+
+
+def test_a_huge_cell_is_shown_cut_with_a_note_and_the_notebook_keeps_it_whole():
+    """A pasted cell of 800,000 characters once held a class's feedback for minutes: the page
+    shows its first lines and says how much it leaves out; the graded notebook is unchanged."""
+    nb = nbformat.v4.new_notebook()
+    huge = "x = 1\n" * 140_000
+    nb.cells = [nbformat.v4.new_code_cell(huge, id="c1"),
+                nbformat.v4.new_markdown_cell("*word* " * 150_000, id="c2"),
+                nbformat.v4.new_code_cell("y = 2", id="c3")]
+    html, _ = FeedbackExporter(template_name="classic").from_notebook_node(nb)
+    assert nb.cells[0].source == huge
+    assert html.count("x</span> <span") < MAX_SHOWN_SOURCE // 6 + 10
+    assert f"of the cell&#39;s {len(huge):,} characters" in html or (
+        f"of the cell's {len(huge):,} characters" in html)
+    assert "1,050,000 characters" in html and "y</span>" in html
+    assert len(html) < 40 * MAX_SHOWN_SOURCE + 400_000
 
 
 @pytest.mark.parametrize("fragment", ["", "plain text", "<p>unclosed", "</head>twice</head>"])

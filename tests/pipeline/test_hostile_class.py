@@ -45,7 +45,7 @@ from autograder.steps.release import generate
 CH = "ch02_attention"
 AUTO_POINTS = 7
 # Generous times: no learner here hangs, and an outcome must never depend on the machine's
-# speed (IPython takes seconds to read the 200,000-term cell before Python refuses it).
+# speed (IPython takes seconds to read the cell of 800,000 characters).
 LIMIT_ARGS = ["--cell-timeout", "60", "--notebook-timeout", "180", "--memory-mb", "2048",
               "--max-processes", "64", "--max-output-bytes", "200000"]
 STAMP = "2024-05-01 08:00:00.000000 UTC"
@@ -153,7 +153,9 @@ def graded_learners(honest: nbformat.NotebookNode) -> dict[str, bytes]:
         "lone_surrogate": surrogate.encode(),
         "deep_json": deep_text.encode(),
         "nbformat3": v3.encode(),
-        "big_expression": text(with_cell(honest, "x = " + " + ".join(["1"] * 200_000))),
+        # 800,000 characters in one cell (a long operator chain, which the kernel takes until
+        # the cell's timeout to refuse, is test_bad_notebooks' with a short timeout).
+        "huge_cell": text(with_cell(honest, "x = '" + "a" * 799_994 + "'")),
         "folder_bomb": text(with_cell(honest, (
             "import os\nstart = os.getcwd()\nfor _ in range(3000):\n"
             "    os.mkdir('d')\n    os.chdir('d')\nos.chdir(start)"))),
@@ -301,7 +303,7 @@ def command(args: list[str]) -> tuple[int, str, str]:
 
 
 def run_pipeline(sources: list[str], where: list[str], students: tuple[str, ...] = ()) -> dict:
-    """collect, autograde --jobs 2 (every learner, or only ``students``), feedback, export;
+    """collect, autograde --jobs 2 and feedback (every learner, or only ``students``), export;
     what they printed and left."""
     status, collected, _ = command(["collect", *sources, *where])
     assert status == 0
@@ -309,7 +311,7 @@ def run_pipeline(sources: list[str], where: list[str], students: tuple[str, ...]
     status, graded, graded_err = command(["autograde", "ch02", "--jobs", "2", *LIMIT_ARGS,
                                           *only, *where])
     assert status == 0
-    feedback_status, feedback_out, feedback_err = command(["feedback", "ch02", *where])
+    feedback_status, feedback_out, feedback_err = command(["feedback", "ch02", *only, *where])
     status, exported, _ = command(["export", "-o", "-", *where])
     assert status == 0
     return {"collect": collected, "autograde": graded, "autograde_err": graded_err,
@@ -385,7 +387,7 @@ def auto_score(hostile, student: str) -> float:
 
 # Honest work, whatever else the notebook holds (extra cells, old formats, odd names).
 HONEST = ("honest_folder", "chloë", "zipped", "noël", "link_owner", "exchanged", "xss",
-          "old_format", "repeated_ids", "inflated", "big_expression", "folder_bomb", "commented")
+          "old_format", "repeated_ids", "inflated", "huge_cell", "folder_bomb", "commented")
 
 # origin (its end) -> what the refusal must say.
 REFUSED = {
@@ -458,7 +460,7 @@ def test_every_bad_learner_has_a_specific_flag(hostile):
     expected = {
         "exchanged": "duplicate_submission",   # three exchange submissions, newest kept
         "inflated": "cell_repointed",          # a question turned into a 50-point test
-        "big_expression": "audit:oversized",   # 200,000 terms: the audit says so, with size
+        "huge_cell": "audit:oversized",        # 800,000 characters: the audit says so, with size
         "xss": "cell_added",                   # hostile Markdown, sanitised in the feedback
         "old_format": "cell_added",
         "repeated_ids": "cell_added",
@@ -466,7 +468,7 @@ def test_every_bad_learner_has_a_specific_flag(hostile):
     for student, code in expected.items():
         assert code in codes(hostile, student), (student, codes(hostile, student))
         assert "grading_error" not in codes(hostile, student)
-    assert "800,001 characters" in next(f.reason for f in flags_of(hostile, "big_expression")
+    assert "800,000 characters" in next(f.reason for f in flags_of(hostile, "huge_cell")
                                         if f.code == "audit:oversized")
     duplicate = next(f for f in flags_of(hostile, "exchanged"))
     # Times from the exchange's folder names; the timestamp.txt files the learner wrote
@@ -534,7 +536,7 @@ def test_the_audit_of_the_class_reads_every_notebook(hostile):
     by_student = {}
     for student, _, _, _, code, _ in rows:
         by_student.setdefault(student, set()).add(code)
-    assert "oversized" in by_student["big_expression"]
+    assert "oversized" in by_student["huge_cell"]
     assert "unreadable" in by_student["deep_json"]
     assert "commented" not in by_student and "honest_folder" not in by_student
     assert re.search(rf"finding\(s\) in {len(csv_rows(first(hostile)))} notebook\(s\)$",
