@@ -96,8 +96,11 @@ lint: $(STAMP)
 # class, a server) once; with the default (--dist load) a file's tests were spread over both
 # workers and each built its own. --dist loadgroup would be finer, but with pytest 9.2 it
 # silently groups nothing (pytest-dev/pytest-xdist#1386).
+# --no-loadscope-reorder: files go out in the order tests/conftest.py gives them (slow files
+# first); xdist's own order, most tests first, left the slowest files, which hold few tests,
+# to the end.
 test: lint browser proxy
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile --no-loadscope-reorder
 
 # The browser tests (tests/test_browser.py) drive JupyterLab with Debian's Chromium, never a
 # downloaded one. Install it where we can (root with apt-get); otherwise, or if the install
