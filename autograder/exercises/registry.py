@@ -352,7 +352,8 @@ def isolated_check(exercise: Exercise, fn: Any, hidden: bool, wrong: list[str],
     """Isolation: the checks of ``exercise`` on the learner's ``fn`` run again with the
     course's references of the ``wrong`` earlier exercises under their names in the namespace
     ``fn`` reads them from (the notebook's), which is restored afterwards; ``result`` is the
-    failure with the learner's own earlier pieces.
+    failure with the learner's own earlier pieces. A failure again is the later code's own
+    mistake, reported as grading finds it: with the course's pieces.
 
     Where the course holds no such piece for the learner's code (a class's checking service,
     whose learners' views lack the answers of open exercises), the failure comes back with a
@@ -374,8 +375,11 @@ def isolated_check(exercise: Exercise, fn: Any, hidden: bool, wrong: list[str],
         for name in swapped:
             namespace.pop(name, None)
         namespace.update(saved)
+    names, wrong_words = _wrong_words(wrong)
     if not given.passed:
-        return result
+        note = (f"your {exercise.defines} fails with the course's {names} in place of yours as "
+                f"well, so this mistake is its own (your {names} {wrong_words}).")
+        return CheckResult(False, f"{given.message} Note: {note}", given.notes, given.rule)
     return _on_its_own_merit(given, exercise, wrong, "with the course's {names} in place of yours")
 
 

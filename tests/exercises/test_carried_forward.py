@@ -5,8 +5,8 @@ given that earlier function (error carried forward) or with the course's in its 
 For every declared dependency, the course's solution of the later exercise runs on known bugs
 of the earlier one: the reference's own code with the bug bound to the earlier name (carried
 forward: every bug), or the solution cell run in a notebook's namespace where the earlier name
-is the bug (isolation: the first bug, in visible mode and under a share of the classes'
-secrets, since a module's checks take about a second).
+is the bug (isolation: the first bug, hidden under a share of the classes' secrets, and
+visible for a later exercise's first dependency, since a module's checks take up to seconds).
 """
 
 from __future__ import annotations
@@ -262,4 +262,5 @@ def test_a_wrong_later_module_still_fails(later, monkeypatch):
         result = grade_function(later, bug.fn, hidden=True,
                                 earlier=earlier_functions(exercise, bug.fn))
         assert not result.passed, f"{bug.id} passed (earlier exercises wrong: {wrong})"
-        assert "in place of yours" not in result.message
+        assert "is right" not in result.message
+        assert ("fails with the course's" in result.message) == wrong, result.message
