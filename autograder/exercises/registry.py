@@ -358,9 +358,9 @@ def isolated_check(exercise: Exercise, fn: Any, hidden: bool, wrong: list[str],
     Where the course holds no such piece for the learner's code (a class's checking service,
     whose learners' views lack the answers of open exercises), the failure comes back with a
     note that grading runs it with the course's pieces, as the grader's process does."""
+    names, wrong_words = _wrong_words(wrong)
     namespace = learner_namespace(fn)
     if namespace is None:
-        names, wrong_words = _wrong_words(wrong)
         note = (f"your {names} {wrong_words} and your {exercise.defines} uses "
                 f"{names}. When grading, your {exercise.defines} runs with the course's "
                 f"{names} in place of yours, so that one mistake costs points once; these "
@@ -375,7 +375,6 @@ def isolated_check(exercise: Exercise, fn: Any, hidden: bool, wrong: list[str],
         for name in swapped:
             namespace.pop(name, None)
         namespace.update(saved)
-    names, wrong_words = _wrong_words(wrong)
     if not given.passed:
         note = (f"your {exercise.defines} fails with the course's {names} in place of yours as "
                 f"well, so this mistake is its own (your {names} {wrong_words}).")
