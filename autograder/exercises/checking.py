@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import inspect
 import os
 import re
 import sys
 import traceback
+import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -279,6 +281,15 @@ COMMON_ERROR_HINTS = (
               "no mask: `if mask is not None:`), or a helper without `return`.",
               ("TypeError", "AttributeError"), r"'NoneType'"),
 )
+
+
+def learner_namespace(fn: Any) -> dict[str, Any] | None:
+    """The namespace the learner's function or class ``fn`` reads global names from (the
+    notebook's), or None when ``fn`` lives in another process."""
+    if isinstance(fn, type):
+        methods = [inspect.unwrap(getattr(v, "__func__", v)) for v in vars(fn).values()]
+        fn = next((m for m in methods if isinstance(m, types.FunctionType)), None)
+    return fn.__globals__ if isinstance(fn, types.FunctionType) else None
 
 
 def learner_location(error: BaseException) -> dict[str, Any] | None:

@@ -29,6 +29,7 @@ from autograder.exercises.checking import (
     LearnerError,
     collect_notes,
     describe,
+    learner_namespace,
     seed_for,
 )
 
@@ -97,6 +98,13 @@ class Exercise:
             calls by their names (chapter 2's attention calls the learner's softmax). When one
             of them fails, this one is judged with the error carried forward
             (:func:`carried_reference`), so that one mistake costs points once.
+        isolated: judge this exercise on a wrong earlier one by isolation instead: the
+            learner's code runs with the course's earlier pieces under their names in place of
+            the learner's (:func:`isolated_check`). PyTorch modules built of the learner's
+            earlier modules use it: carrying a module's error forward would need the
+            reference built around the learner's own sub-modules, with their weights kept in
+            step in two processes. The grader's sandboxed process swaps the learner's earlier
+            definitions for the course's (:func:`autograder.grade.verify.substitutes`).
         answered_by: the other course modules whose code computes this exercise's answer: in
             another library (PyTorch for a NumPy exercise), or inside a larger function or
             class (a module built from the exercise's weights). A class's view holds them only
@@ -116,6 +124,7 @@ class Exercise:
     allowed: tuple[str, ...] = ()
     builders: tuple[str, ...] = ()
     depends: tuple[str, ...] = ()
+    isolated: bool = False
     answered_by: tuple[str, ...] = ()
 
     @property
@@ -145,7 +154,7 @@ _REGISTRY: dict[str, Exercise] = {}
 _loaded = False
 
 
-def register(
+def register(  # noqa: PLR0913 - one keyword per field of Exercise
     exercise_id: str,
     *,
     title: str,
@@ -156,11 +165,13 @@ def register(
     allowed: tuple[str, ...] = (),
     builders: tuple[str, ...] = (),
     depends: tuple[str, ...] = (),
+    isolated: bool = False,
     answered_by: tuple[str, ...] = (),
 ) -> Callable[[CheckFunction], CheckFunction]:
     """Decorator that registers ``check(ctx, fn)`` as the check of ``exercise_id``.
 
-    ``allowed``, ``builders``, ``depends`` and ``answered_by``: see :class:`Exercise`.
+    ``allowed``, ``builders``, ``depends``, ``isolated`` and ``answered_by``: see
+    :class:`Exercise`.
 
     Raises:
         ValueError: malformed id, unknown chapter prefix, bad difficulty, non-positive points
@@ -190,7 +201,7 @@ def register(
             id=exercise_id, chapter=CHAPTERS[match.group(1)], title=title, points=points,
             difficulty=difficulty, minutes=minutes, check=check, reference=reference,
             allowed=tuple(allowed), builders=tuple(builders), depends=tuple(depends),
-            answered_by=tuple(answered_by),
+            isolated=isolated, answered_by=tuple(answered_by),
         )
         return check
 
@@ -278,8 +289,9 @@ def grade_function(exercise_id: str, fn: Any, hidden: bool = False,
             ``AUTOGRADER_SECRET``) instead of the visible ones (fixed seed).
         earlier: the learner's functions of the exercise's ``depends``, by exercise id. When
             ``fn`` fails and one of them fails its own checks, ``fn`` passes if it is right
-            given them (error carried forward, :func:`carried_reference`), with a note that
-            says so: one mistake costs the points of its own exercise only.
+            given them (error carried forward, :func:`carried_reference`) or, for an
+            ``isolated`` exercise, with the course's in their place (:func:`isolated_check`),
+            with a note that says so: one mistake costs the points of its own exercise only.
 
     Raises:
         UnknownExerciseError: ``exercise_id`` is not registered (a mistake of the caller).
@@ -294,15 +306,31 @@ def grade_function(exercise_id: str, fn: Any, hidden: bool = False,
     wrong = [d for d in exercise.depends if not grade_function(d, mine[d], hidden).passed]
     if not wrong:
         return result
+    if exercise.isolated:
+        return isolated_check(exercise, fn, hidden, wrong, result)
     given = _run_check(exercise, fn, hidden, carried_reference(exercise, mine))
     if not given.passed:
         return result
-    names = " and ".join(get_exercise(d).defines for d in wrong)
-    verb, cells = ("is", "its cell") if len(wrong) == 1 else ("are", "their cells")
-    note = (f"your {exercise.defines} is right given your {names}; your {names} {verb} wrong "
-            f"(see {cells}), which costs points there only.")
+    return _on_its_own_merit(given, exercise, wrong, "given your {names}")
+
+
+def _on_its_own_merit(given: CheckResult, exercise: Exercise, wrong: list[str],
+                      how: str) -> CheckResult:
+    """``given`` (a pass of ``exercise`` judged apart from its ``wrong`` earlier exercises)
+    with a note that says so; ``how`` names how it was judged (``"given your {names}"``)."""
+    names, wrong_words = _wrong_words(wrong)
+    note = (f"your {exercise.defines} is right {how.format(names=names)}; your {names} "
+            f"{wrong_words}, which costs points there only.")
     return CheckResult(True, "\n".join([given.message, f"Note: {note}"]),
                        notes=(*given.notes, note))
+
+
+def _wrong_words(wrong: list[str]) -> tuple[str, str]:
+    """The names the ``wrong`` exercises define (``"softmax"``), and ``"is wrong (see its
+    cell)"`` or its plural."""
+    names = " and ".join(get_exercise(d).defines for d in wrong)
+    return names, ("is wrong (see its cell)" if len(wrong) == 1
+                   else "are wrong (see their cells)")
 
 
 def carried_reference(exercise: Exercise, earlier: Mapping[str, Any]) -> Callable[..., Any]:
@@ -317,6 +345,41 @@ def carried_reference(exercise: Exercise, earlier: Mapping[str, Any]) -> Callabl
                                  reference.__closure__)
     carried.__kwdefaults__ = reference.__kwdefaults__
     return carried
+
+
+def isolated_check(exercise: Exercise, fn: Any, hidden: bool, wrong: list[str],
+                   result: CheckResult) -> CheckResult:
+    """Isolation: the checks of ``exercise`` on the learner's ``fn`` run again with the
+    course's references of the ``wrong`` earlier exercises under their names in the namespace
+    ``fn`` reads them from (the notebook's), which is restored afterwards; ``result`` is the
+    failure with the learner's own earlier pieces. A failure again is the later code's own
+    mistake, reported as grading finds it: with the course's pieces.
+
+    Where the course holds no such piece for the learner's code (a class's checking service,
+    whose learners' views lack the answers of open exercises), the failure comes back with a
+    note that grading runs it with the course's pieces, as the grader's process does."""
+    names, wrong_words = _wrong_words(wrong)
+    namespace = learner_namespace(fn)
+    if namespace is None:
+        note = (f"your {names} {wrong_words} and your {exercise.defines} uses "
+                f"{names}. When grading, your {exercise.defines} runs with the course's "
+                f"{names} in place of yours, so that one mistake costs points once; these "
+                f"checks cannot do that while the chapter is open: correct your {names} first.")
+        return CheckResult(False, f"{result.message} Note: {note}", result.notes, result.rule)
+    swapped = {get_exercise(d).defines: get_exercise(d).load_reference() for d in wrong}
+    saved = {name: namespace[name] for name in swapped if name in namespace}
+    namespace.update(swapped)
+    try:
+        given = _run_check(exercise, fn, hidden, exercise.load_reference())
+    finally:
+        for name in swapped:
+            namespace.pop(name, None)
+        namespace.update(saved)
+    if not given.passed:
+        note = (f"your {exercise.defines} fails with the course's {names} in place of yours as "
+                f"well, so this mistake is its own (your {names} {wrong_words}).")
+        return CheckResult(False, f"{given.message} Note: {note}", given.notes, given.rule)
+    return _on_its_own_merit(given, exercise, wrong, "with the course's {names} in place of yours")
 
 
 def _run_check(exercise: Exercise, fn: Callable[..., Any], hidden: bool,
@@ -347,7 +410,7 @@ def _run_check(exercise: Exercise, fn: Callable[..., Any], hidden: bool,
 def earlier_functions(exercise: Exercise, fn: Any) -> dict[str, Any]:
     """The learner's functions of ``exercise.depends`` that ``fn`` calls by name: those of the
     namespace ``fn`` was defined in (the notebook's), by exercise id."""
-    namespace = getattr(fn, "__globals__", None) or {}
+    namespace = learner_namespace(fn) or {}
     found = {}
     for earlier in exercise.depends:
         value = namespace.get(get_exercise(earlier).defines)

@@ -332,6 +332,7 @@ class Verification:
                  source_nb: NotebookNode, files: str | Path | None = None) -> None:
         chapter = chapter_id(chapter)
         exercises = [e for e in all_exercises() if e.chapter == chapter]
+        self.ids = [e.id for e in exercises]
         cells = learner_cells(submitted_nb)
         self.groups: list[_Group] = []
         try:
@@ -347,11 +348,12 @@ class Verification:
             group.start_early()
 
     def results(self) -> dict[str, VerifiedResult]:
-        """``{exercise_id: VerifiedResult}`` for every registered exercise of the chapter."""
+        """``{exercise_id: VerifiedResult}`` for every registered exercise of the chapter, in
+        notebook order (the processes' groups need not follow it)."""
         results: dict[str, VerifiedResult] = {}
         for group in self.groups:
             results.update(group.verify())
-        return results
+        return {exercise_id: results[exercise_id] for exercise_id in self.ids}
 
     def close(self) -> None:
         for group in self.groups:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from autograder.exercises.checking import CHECKS_ENV, learner_location
+from autograder.exercises.checking import CHECKS_ENV, learner_location, learner_namespace
 from autograder.sandbox import serve, wire
 
 CONNECT_TIMEOUT_S = 10.0
@@ -124,7 +124,7 @@ def notebook_callables(fn: Any) -> dict[str, Any]:
     """The functions and classes defined beside ``fn`` (the notebook's own), by name: the
     service may call those an exercise builds on, to carry an earlier error forward."""
     module = getattr(fn, "__module__", None)
-    namespace = getattr(fn, "__globals__", None) or {}
+    namespace = learner_namespace(fn) or {}
     return {name: value for name, value in namespace.items()
             if name.isidentifier() and not name.startswith("_") and callable(value)
             and getattr(value, "__module__", None) == module}

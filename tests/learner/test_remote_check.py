@@ -122,3 +122,31 @@ def test_the_service_carries_the_kernels_earlier_error_forward(checking_service:
                            notebook["scaled_dot_product_attention"])
     assert verdict["passed"], verdict["message"]
     assert "right given your softmax; your softmax is wrong" in verdict["message"]
+
+
+def test_the_service_says_that_grading_isolates_a_module_built_on_a_wrong_one(
+        checking_service: Path, monkeypatch):
+    """The kernel's encoder layer builds on its own attention, which lacks the 1/sqrt(d_k)
+    scaling. A class's view holds no course attention while chapter 7 is open, so the service
+    cannot isolate the layer: it fails, saying that grading gives it the course's attention
+    (which a notebook with the course installed does in its own checks)."""
+    from autograder.exercises.registry import earlier_functions, get_exercise
+    from tests.exercises.test_carried_forward import setup_namespace, solution
+    from tests.fixtures.sample_class import mutant_source
+
+    monkeypatch.setenv(CHECKS_ENV, str(checking_service))
+    notebook = {**setup_namespace("ch07_pytorch_modules"), "__name__": "__main__"}
+    for source in (mutant_source("ch07.multi_head_attention", "AttentionNoScale"),
+                   solution("ch07.positionwise_feed_forward"), solution("ch07.encoder_layer")):
+        exec(source, notebook)  # noqa: S102 - the notebook's own cells
+    layer = notebook["EncoderLayer"]
+    verdict = remote_check("ch07.encoder_layer", layer)
+    assert not verdict["passed"]
+    assert ("your MultiHeadAttention is wrong (see its cell) and your EncoderLayer uses "
+            "MultiHeadAttention. When grading, your EncoderLayer runs with the course's "
+            "MultiHeadAttention in place of yours") in verdict["message"], verdict["message"]
+    monkeypatch.delenv(CHECKS_ENV)
+    local = grade_function("ch07.encoder_layer", layer,
+                           earlier=earlier_functions(get_exercise("ch07.encoder_layer"), layer))
+    assert local.passed and "with the course's MultiHeadAttention in place of yours" in (
+        local.message)

@@ -43,13 +43,23 @@ hidden inputs cannot be guessed. That seed is all the mode may change: a check n
 exercise's text or docstring. Training-mode checks of modules with dropout use
 :mod:`autograder.exercises.dropout_rules` (the paper's places, required and accepted).
 
-An exercise whose solution calls the learner's own earlier function by its name declares it:
-``depends=("ch02.softmax",)``. When that earlier function fails its checks, the later one is
-judged against the reference's own code run with the learner's earlier function (error carried
-forward, :func:`autograder.exercises.registry.carried_reference`), so that one mistake costs
-points once; the check's docstring says why it carries the error forward rather than isolating
-it (giving the learner's code the course's earlier piece, which only the grader's sandboxed
-process may hold, as chapters 7 and 8 do through :func:`autograder.grade.verify.substitutes`).
+An exercise whose solution calls the learner's own earlier function or class by its name
+declares it: ``depends=("ch02.softmax",)``. When that earlier one fails its checks, the later
+one is judged on its own merit by one of two rules, and the check's docstring says why:
+
+* error carried forward (the default): against the reference's own code run with the
+  learner's earlier function (:func:`autograder.exercises.registry.carried_reference`), for
+  the NumPy functions of chapters 2 to 6;
+* isolation (``isolated=True``): the learner's later code runs again with the course's earlier
+  piece under its name (:func:`autograder.exercises.registry.isolated_check`), for modules
+  built of the learner's earlier modules (chapters 7, 8 and 11). The course's piece must be on
+  the exercise's ``allowed`` list: the grader's sandboxed process then swaps it in for the
+  learner's (:func:`autograder.grade.verify.substitutes`). A notebook with the course installed
+  does the same in its checks; a class's checking service cannot (its learners' views hold no
+  answer of an open exercise), and says that grading will.
+
+Either way one mistake costs points once, and a later answer wrong given a right earlier one
+still fails (``tests/exercises/test_carried_forward.py``).
 
 The chapter prefix ("ch02") selects the chapter id ("ch02_attention") through
 :data:`autograder.exercises.registry.CHAPTERS`; the registry imports every ``chNN`` module of

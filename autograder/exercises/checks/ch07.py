@@ -404,6 +404,8 @@ def _encoder_hints(layer: nn.Module, x: Tensor, mask: Tensor | None) -> list[Hin
     minutes=20,
     reference="transformer_ref.model.encoder_layer:EncoderLayer",
     allowed=NUMPY_BLOCKS + MODULE_BLOCKS,
+    depends=("ch07.multi_head_attention", "ch07.positionwise_feed_forward"),
+    isolated=True,
 )
 def check_encoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``EncoderLayer(d_model, h, d_ff, dropout)`` with sub-modules ``self_attn,
@@ -412,7 +414,13 @@ def check_encoder_layer(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     gradients; padded positions do not change the others; dropout off in eval mode; every
     dropout layer that drops has the dropout argument; in training mode the paper's dropout on
     each sub-layer's output before the residual add (dropout inside self_attn and
-    feed_forward accepted, not required)."""
+    feed_forward accepted, not required).
+
+    A wrong attention or feed-forward network is isolated rather than carried forward: the
+    learner's layer is checked again with the course's modules under those names. Carrying
+    it forward would need the reference layer built around the learner's own sub-modules,
+    with their weights kept in step between the grader and the learner's process; a swap of
+    names needs nothing of the kind (the grader's process makes it, :data:`MODULE_BLOCKS`)."""
     rng = ctx.rng
     d_model, h = _heads(rng)
     d_ff = int(rng.integers(d_model, 2 * d_model + 1))

@@ -672,6 +672,8 @@ def _check_model_properties(
     minutes=30,
     reference="transformer_ref.model.make_model:make_model",
     allowed=BUILDING_BLOCKS + MODEL_BLOCKS,
+    depends=("ch08.embeddings", "ch08.decoder_layer"),
+    isolated=True,
 )
 def check_make_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """ValueError for shared embeddings of two vocabulary sizes; then three configurations
@@ -681,7 +683,12 @@ def check_make_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     equal weights, causality over the target, invariance to extra source padding; then, in
     training mode, the paper's
     dropout on the embeddings plus positions and on every sub-layer's output (dropout inside
-    the attentions and feed-forward networks accepted, not required)."""
+    the attentions and feed-forward networks accepted, not required).
+
+    Wrong embeddings or a wrong decoder layer are isolated rather than carried forward, as
+    chapter 7's encoder layer does with its sub-modules: the learner's ``make_model`` is
+    checked again with the course's ``Embeddings`` and ``DecoderLayer`` under those names
+    (the grader's process swaps them, :data:`MODEL_BLOCKS`)."""
     import torch
 
     rng = ctx.rng

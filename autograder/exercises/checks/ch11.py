@@ -92,12 +92,15 @@ BUILDING_BLOCKS = (
     "transformer_ref.data.vocab",
 )
 # The parts of a language model. Its stack may be built of chapter 7's encoder layer, which
-# with a causal mask and pre-LN computes a decoder-only block.
+# with a causal mask and pre-LN computes a decoder-only block, or of the learner's own block:
+# the grader's process gives that the course's block in its place (exercise 11.1 is graded in
+# a process of its own), so that a mistake in the block costs points once.
 MODEL_PARTS = (
     "transformer_ref.model.embeddings:Embeddings",
     "transformer_ref.model.learned_positional:LearnedPositionalEncoding",
     "transformer_ref.model.generator:Generator",
     "transformer_ref.model.encoder_layer:EncoderLayer",
+    "transformer_ref.model.lm_block:DecoderOnlyBlock",
 )
 SUBLAYERS = ("self_attn", "feed_forward")
 BLOCK_DROPOUT_PARTS = "self_attn, feed_forward and self.dropout"
@@ -373,6 +376,8 @@ def _lm_dropout_hints(reference: nn.Module, without: Callable[..., Tensor],
     minutes=25,
     reference="transformer_ref.model.language_model:LanguageModel",
     allowed=BUILDING_BLOCKS + MODEL_PARTS,
+    depends=("ch11.decoder_only_block",),
+    isolated=True,
 )
 def check_language_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``LanguageModel(vocab, N, d_model, d_ff, h, dropout, max_len, tie_weights)`` with
@@ -380,7 +385,11 @@ def check_language_model(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     structure, then logits and gradients against the reference with equal weights,
     causality over the tokens; in training mode the paper's dropout on embeddings + positions
     and on every block's sub-layer outputs (dropout inside the attentions and feed-forward
-    networks accepted, not required)."""
+    networks accepted, not required).
+
+    A model built of the learner's own wrong ``DecoderOnlyBlock`` is isolated rather than
+    carried forward, as chapter 7's encoder layer is: checked again with the course's block
+    under that name (the grader's process swaps it, :data:`MODEL_PARTS`)."""
     import torch
 
     rng = ctx.rng
