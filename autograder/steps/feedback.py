@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import nh3
+from jinja2 import BytecodeCache
+from jinja2.bccache import Bucket
 from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 from nbformat import NotebookNode
@@ -156,6 +158,25 @@ def shorten_long_sources(nb: NotebookNode) -> None:
         cell.source = shown + "\n" + (f"# {note}" if cell.cell_type == "code" else note)
 
 
+class _CompiledTemplates(BytecodeCache):
+    """nbgrader makes an exporter per page, and each compiled the template's files again
+    (half a second a page): compiled once per process, kept by name and source checksum."""
+
+    def __init__(self) -> None:
+        self.compiled: dict[tuple[str, str], bytes] = {}
+
+    def load_bytecode(self, bucket: Bucket) -> None:
+        code = self.compiled.get((bucket.key, bucket.checksum))
+        if code is not None:
+            bucket.bytecode_from_string(code)
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        self.compiled[(bucket.key, bucket.checksum)] = bucket.bytecode_to_string()
+
+
+_TEMPLATES = _CompiledTemplates()
+
+
 class FeedbackExporter(HTMLExporter):
     """nbconvert's HTML exporter, as nbgrader's feedback configures it, whose pages are
     sanitised with :func:`sanitise_page`, and whose cells show at most
@@ -167,6 +188,7 @@ class FeedbackExporter(HTMLExporter):
                            **kw: Any) -> tuple[str, dict]:
         nb, _ = CoalesceStreamsPreprocessor().preprocess(copy.deepcopy(nb), {})
         shorten_long_sources(nb)
+        self.environment.bytecode_cache = _TEMPLATES
         html, resources = super().from_notebook_node(nb, resources, **kw)
         return sanitise_page(html), resources
 
