@@ -68,7 +68,7 @@ def cgroup_kind(root: bool, folder: str = GRADING_GROUP, cpu: bool = False
                                     for c in V1_CONTROLLERS if cpu or c != "cpu"):
             continue
         try:
-            group = Cgroup.create(kind, "probe", 64, 8, folder=folder,
+            group = Cgroup.create(kind, f"probe-{os.getpid()}", 64, 8, folder=folder,
                                   cpu_weight=CPU_WEIGHT_DEFAULT if cpu else None)
         except OSError as exc:
             return None, f"cgroup {kind} cannot be created here ({exc.strerror or exc})"

@@ -28,8 +28,6 @@ stopped with a message. Needs root (learners' servers run as their own accounts)
     sudo .venv/bin/python benchmarks/class_load.py --learners 3 --misbehaving 1 --phase-s 15
 """
 
-from __future__ import annotations
-
 import argparse
 import asyncio
 import contextlib
@@ -300,7 +298,8 @@ class Learner:
         url = (f"{self.hub.url.replace('http', 'ws', 1)}/user/{self.name}/api/kernels/"
                f"{answer['id']}/channels")
         connection = await websocket_connect(HTTPRequest(
-            url, headers={"Authorization": f"token {self.token}"}), max_message_size=2**26)
+            url, headers={"Authorization": f"token {self.token}"}, connect_timeout=CELL_S,
+            request_timeout=CELL_S), max_message_size=2**26)
         return Kernel(answer["id"], connection)
 
     async def validate(self) -> tuple[float, bool]:
@@ -415,19 +414,29 @@ async def _logged_kill(log: Path, kernel_id: str, wait_s: float = 15) -> bool:
 # ----------------------------------------------------------------------------- the run
 
 
-async def set_up(learners: list[Learner], at_once: int, notebook: dict) -> dict:
-    """Everyone logs in, starts their server, saves the notebook; login and spawn times."""
+async def set_up(learners: list[Learner], at_once: int, notebook: dict, honest: int
+                 ) -> tuple[dict, list[Kernel]]:
+    """Everyone logs in, starts their server and saves the notebook; the first ``honest`` open
+    a kernel and run a first check. Login and spawn times, and those kernels."""
     times: dict = {"login": [], "spawn": []}
     gate = asyncio.Semaphore(at_once)
 
-    async def arrive(learner: Learner) -> None:
+    async def arrive(learner: Learner, opens_kernel: bool) -> Kernel | None:
         times["login"].append(await learner.log_in())
         async with gate:  # a class arrives over a few minutes, not in one instant
             times["spawn"].append(await learner.spawn())
-        await learner.put_notebook(notebook)
+            await learner.put_notebook(notebook)
+            if not opens_kernel:
+                return None
+            kernel = await learner.kernel()
+            status, output = await kernel.run(SETUP + CHECK)  # the first imports the course
+        if status != "ok":
+            raise RuntimeError(f"{learner.name}'s first check failed: {status} {output}")
+        return kernel
 
-    await asyncio.gather(*(arrive(learner) for learner in learners))
-    return times
+    kernels = await asyncio.gather(*(arrive(learner, i < honest)
+                                     for i, learner in enumerate(learners)))
+    return times, [kernel for kernel in kernels if kernel is not None]
 
 
 async def run_class(hub: ClassHub, args: argparse.Namespace, honest_names: list[str],
@@ -437,12 +446,7 @@ async def run_class(hub: ClassHub, args: argparse.Namespace, honest_names: list[
     honest = [Learner(hub, name) for name in honest_names]
     rogues = [Learner(hub, name) for name in rogue_names]
     notebook = json.loads((ROOT / "notebooks" / NOTEBOOK).read_text())
-    times = await set_up(honest + rogues, args.spawn_at_once, notebook)
-    kernels = await asyncio.gather(*(learner.kernel() for learner in honest))
-    for kernel in kernels:  # the first check of a kernel imports the course
-        status, output = await kernel.run(SETUP + CHECK)
-        if status != "ok":
-            raise RuntimeError(f"a learner's first check failed: {status} {output}")
+    times, kernels = await set_up(honest + rogues, args.spawn_at_once, notebook, len(honest))
     pairs = list(zip(honest, kernels, strict=True))
     baseline = used_memory_mb()
     quiet = await run_phase(pairs, [], args.phase_s, args.check_every_s, baseline)
