@@ -214,6 +214,7 @@ class Kernel:
             "content": {"code": code, "silent": False, "store_history": False,
                         "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}}))
         output: list[str] = []
+        reply, idle = None, False  # the reply and the last output come on different channels
         deadline = time.monotonic() + timeout_s
         while (left := deadline - time.monotonic()) > 0:
             try:
@@ -233,7 +234,11 @@ class Kernel:
             elif kind == "error":
                 output.append(f"{content.get('ename')}: {content.get('evalue')}")
             elif kind == "execute_reply":
-                return content.get("status", "error"), "".join(output)
+                reply = content.get("status", "error")
+            elif kind == "status" and content.get("execution_state") == "idle":
+                idle = True
+            if reply is not None and idle:
+                return reply, "".join(output)
         return "lost", "".join(output)
 
 

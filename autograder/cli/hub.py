@@ -1,4 +1,5 @@
-"""``python -m autograder hub``: the class server's roster and its grading secret."""
+"""``python -m autograder hub``: the class server's roster, its grading secret and the limits of
+learners' servers."""
 
 from __future__ import annotations
 
@@ -55,9 +56,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``hub add|password|remove|list|secret [NAME ...] [--instructor] [--rotate]``."""
+    """Add ``hub add|password|remove|list|secret|limits [NAME ...] [--instructor] [--rotate]
+    [--memory-mb N] [--cpu-weight N] [--max-processes N]``."""
     parser = subparsers.add_parser(
-        "hub", help="the roster and grading secret of the class server (make hub)",
+        "hub", help="the roster, grading secret and limits of the class server (make hub)",
         description="add: put learners (or --instructor instructors) on the class server's "
                     "roster and print a password for each new one (learners also get their "
                     "system account and home folder; needs root). password: print a new "
