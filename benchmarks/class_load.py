@@ -307,12 +307,16 @@ class Learner:
             request_timeout=CELL_S), max_message_size=2**26)
         return Kernel(answer["id"], connection)
 
-    async def validate(self) -> tuple[float, bool]:
-        """nbgrader's Validate of the learner's notebook: seconds, and whether it answered."""
+    async def validate(self) -> tuple[float, str | None]:
+        """nbgrader's Validate of the learner's notebook: seconds, and why it gave no verdict
+        (None when it did)."""
         started = time.perf_counter()
         status, answer = await self.fetch(f"/user/{self.name}/assignments/validate", "POST",
                                           raw_body=f"path={NOTEBOOK}", timeout_s=SPAWN_S)
-        return time.perf_counter() - started, status == 200 and bool(answer.get("success"))
+        took = time.perf_counter() - started
+        if status == 200 and answer.get("success"):
+            return took, None
+        return took, f"{status} {str(answer.get('value', answer))[-300:]}"
 
 
 # ----------------------------------------------------------------------------- the phases
@@ -325,6 +329,7 @@ class Phase:
     checks: list[float] = field(default_factory=list)
     validates: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    validate_failures: list[str] = field(default_factory=list)
     peak_memory_mb: float = 0.0
 
 
@@ -342,10 +347,10 @@ async def honest_work(learner: Learner, kernel: Kernel, phase: Phase, seconds: f
     while time.monotonic() < end:
         if validate_at is not None and time.monotonic() >= validate_at:
             validate_at = None
-            took, answered = await learner.validate()
+            took, problem = await learner.validate()
             phase.validates.append(took)
-            if not answered:
-                phase.failures.append(f"{learner.name}: Validate gave no answer")
+            if problem is not None:
+                phase.validate_failures.append(f"{learner.name}: {problem}")
         started = time.perf_counter()
         status, output = await kernel.run(CHECK)
         took = time.perf_counter() - started
@@ -496,6 +501,7 @@ def summary(result: dict) -> dict:
     figures.update({what: percentiles(result["times"][what]) for what in ("login", "spawn")})
     ratio = figures["check loaded"]["p95"] / figures["check quiet"]["p95"]
     failures = quiet["failures"] + loaded["failures"]
+    validate_failures = quiet["validate_failures"] + loaded["validate_failures"]
     goals = {"no failed or lost check": not failures,
              "honest checks' p95 at most 3x the quiet one": ratio <= 3,
              "every misbehaving learner stopped with a message":
@@ -503,7 +509,7 @@ def summary(result: dict) -> dict:
     return {"figures": figures, "check_p95_ratio": ratio,
             "validate_p95_ratio": figures["validate loaded"]["p95"]
             / figures["validate quiet"]["p95"],
-            "failures": failures, "goals": goals,
+            "failures": failures, "validate_failures": validate_failures, "goals": goals,
             "peak_memory_mb": {"quiet": quiet["peak_memory_mb"],
                                "loaded": loaded["peak_memory_mb"]}}
 
@@ -520,7 +526,9 @@ def print_summary(result: dict, report: dict, args: argparse.Namespace) -> None:
     print(f"peak memory in use above the start: {report['peak_memory_mb']['quiet']:.0f} MiB "
           f"quiet, {report['peak_memory_mb']['loaded']:.0f} MiB loaded")
     for failure in report["failures"]:
-        print(f"FAILED: {failure}")
+        print(f"FAILED check: {failure}")
+    for failure in report["validate_failures"]:
+        print(f"Validate without a verdict: {failure}")
     for outcome in result["misbehaving"]:
         print(f"misbehaving {json.dumps(outcome)}")
     for goal, met in report["goals"].items():
