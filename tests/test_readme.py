@@ -164,6 +164,10 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     r"^make hub HUB_(URL|STATE)=\S+$": (HERE + "test_make_hub_takes_its_address_and_state",),
     r"^sudo \.venv/bin/python -m autograder hub add [a-z ]+( --instructor)?$": (
         HUB, "tests/test_hub_roster.py::test_add_creates_accounts_and_prints_passwords_once"),
+    # What each learner's server may use (tests/benchmarks/test_class_load.py runs the hub
+    # with limits set this way).
+    r"^sudo \.venv/bin/python -m autograder hub limits( --[a-z-]+ \d+)*$": (
+        "tests/test_hub_limits.py::test_hub_limits_shows_and_sets_the_class_limits",),
     # The same steps from a root shell: the commands as tested below, on a course folder (and
     # the hub's secret file, which the Formgrader's grading in HUB uses too).
     r"^sudo \.venv/bin/python -m autograder release ch02 --exchange \S+ --course-dir \S+$": (

@@ -1,4 +1,5 @@
-"""``python -m autograder hub``: the class server's roster and its grading secret."""
+"""``python -m autograder hub``: the class server's roster, its grading secret and the limits of
+learners' servers."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ def run(args: argparse.Namespace) -> int:
     classroom = Classroom.from_env(args.state)
     if args.action == "secret":
         return _hub_secret(classroom, rotate=args.rotate)
+    if args.action == "limits":
+        return _hub_limits(classroom, args)
     if args.action == "list":
         for role in ("instructor", "learner"):
             names = classroom.roster(role)
@@ -53,23 +56,32 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``hub add|password|remove|list|secret [NAME ...] [--instructor] [--rotate]``."""
+    """Add ``hub add|password|remove|list|secret|limits [NAME ...] [--instructor] [--rotate]
+    [--memory-mb N] [--cpu-weight N] [--max-processes N]``."""
     parser = subparsers.add_parser(
-        "hub", help="the roster and grading secret of the class server (make hub)",
+        "hub", help="the roster, grading secret and limits of the class server (make hub)",
         description="add: put learners (or --instructor instructors) on the class server's "
                     "roster and print a password for each new one (learners also get their "
                     "system account and home folder; needs root). password: print a new "
                     "password. remove: take names off the roster (their files stay). list: "
                     "print the roster. secret: print where the class's grading secret is "
-                    "(created if missing; --rotate writes a new one). The hub sees changes at "
-                    "once.")
-    parser.add_argument("action", choices=("add", "password", "remove", "list", "secret"))
+                    "(created if missing; --rotate writes a new one). limits: print what each "
+                    "learner's server may use (memory, CPU weight, processes) and whether this "
+                    "machine enforces it; with --memory-mb, --cpu-weight or --max-processes, set "
+                    "them (servers get them at their next start). The hub sees roster changes "
+                    "at once.")
+    parser.add_argument("action", choices=("add", "password", "remove", "list", "secret",
+                                               "limits"))
     parser.add_argument("names", nargs="*", metavar="NAME",
                         help="user names: lower-case letters, digits, '-' and '_'")
     parser.add_argument("--instructor", action="store_true",
                         help="add them as instructors (the hub's admins) instead of learners")
     parser.add_argument("--rotate", action="store_true",
                         help="secret: replace the grading secret with a new random one")
+    for limit, what in (("memory-mb", "memory cap of each learner's server, in MiB"),
+                        ("cpu-weight", "CPU share of each learner's server, 1-10000 (100: equal)"),
+                        ("max-processes", "processes and threads of each learner's server")):
+        parser.add_argument(f"--{limit}", type=int, default=None, help=f"limits: the {what}")
     parser.add_argument("--state", type=Path, default=None,
                         help="the class's state folder (default: $TRANSFORMER_HUB_STATE, else "
                              "build/hub)")
@@ -91,4 +103,24 @@ def _hub_secret(classroom, rotate: bool) -> int:
     print(f"The class's grading secret is in {path} (root only). Instructors' servers on the "
           "hub use it; from a shell on this machine, grade with\n"
           f"  sudo {SECRET_FILE_ENV}={path} .venv/bin/python -m autograder autograde ...")
+    return 0
+
+
+def _hub_limits(classroom, args: argparse.Namespace) -> int:
+    # Loaded when this subcommand runs: each pays only for its own imports.
+    from autograder.hub.limits import limits_file, limits_report, read_limits, write_limits
+
+    changes = {name: value for name in ("memory_mb", "cpu_weight", "max_processes")
+               if (value := getattr(args, name)) is not None}
+    try:
+        limits = (write_limits(classroom.state, **changes) if changes
+                  else read_limits(classroom.state))
+    except (ValueError, OSError) as exc:
+        print(f"hub limits: {exc}", file=sys.stderr)
+        return 1
+    if changes:
+        print(f"wrote {limits_file(classroom.state)}; learners' servers get these limits at "
+              "their next start")
+    for line in limits_report(limits):
+        print(line)
     return 0

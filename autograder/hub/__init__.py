@@ -2,6 +2,7 @@
 
     classroom.py            the state folder, the roster and the learners' system accounts
     spawner.py              each learner's JupyterLab, as their own user in a view of their own
+    limits.py               what each learner's server may use (memory, CPU weight, processes)
     jupyterhub_config.py    JupyterHub's configuration (`jupyterhub -f` reads it)
     package.json            the pinned configurable-http-proxy, installed with npm
 

@@ -161,6 +161,9 @@ class _Service:
     released: frozenset[str] | None = None
     limit_s = CHECK_LIMIT_S
     rate_limit = RATE_LIMIT
+    # Connections waiting to be accepted (socketserver's default is 5): a class's kernels may
+    # all ask at once while the service refreshes the view.
+    request_queue_size = 256
     refreshed = -REFRESH_S
 
     def setup_fairness(self) -> None:

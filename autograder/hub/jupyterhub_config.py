@@ -28,6 +28,7 @@ import sys
 from autograder.course import ROOT
 from autograder.hub.auth import RosterAuthenticator
 from autograder.hub.classroom import Classroom
+from autograder.hub.limits import limits_report, read_limits
 from autograder.hub.spawner import ClassSpawner
 
 if os.geteuid() != 0:
@@ -43,6 +44,10 @@ if not instructors:
     raise SystemExit(f"The class in {classroom.state} has no instructor yet: add one with "
                      "`.venv/bin/python -m autograder hub add NAME --instructor`, then start "
                      "the hub again.")
+
+# What each learner's server may use, and whether this machine enforces it: said at every start.
+for line in limits_report(read_limits(classroom.state)):
+    print(f"learners' servers: {line}", file=sys.stderr)
 
 c = get_config()  # noqa: F821 (JupyterHub provides get_config when it reads this file)
 

@@ -35,9 +35,12 @@ from pathlib import Path
 
 from jupyterhub.spawner import LocalProcessSpawner
 
+from autograder.cgroups import Cgroup
 from autograder.course import ROOT
 from autograder.exercises.checking import CHECKS_ENV, SECRET_FILE_ENV
 from autograder.hub.classroom import COURSE_ROOT_ENV, Classroom
+from autograder.hub.limits import SERVER_GROUP, learner_cgroup, read_limits
+from autograder.learner.kernel_limits import CGROUP_ENV
 from autograder.sandbox.launcher import (
     ETC_FILES,
     PRIVATE_TMP,
@@ -63,8 +66,10 @@ COURSE_PACKAGES = ("autograder", "transformer_ref")
 LEARNER_ETC_FILES = ("/etc/passwd", "/etc/group", "/etc/hosts", "/etc/ssl", "/etc/fonts")
 
 
-def learner_view(classroom: Classroom, name: str, uid: int, gid: int) -> list[str]:
-    """The command prefix that runs a program as ``uid:gid`` in the view of learner ``name``.
+def learner_view(classroom: Classroom, name: str, uid: int, gid: int,
+                 cgroup: Cgroup | None = None) -> list[str]:
+    """The command prefix that runs a program as ``uid:gid`` in the view of learner ``name``;
+    ``cgroup``: the learner's group, bound writable so that their kernels get groups in it.
 
     Raises:
         RuntimeError: bubblewrap is not available.
@@ -79,6 +84,7 @@ def learner_view(classroom: Classroom, name: str, uid: int, gid: int) -> list[st
     view = view_folder(classroom.course, name)
     code = python_paths()
     checks = str(classroom.checks_socket.parent)
+    groups = [str(path) for path in cgroup.paths.values()] if cgroup else []
     args = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc",
             "--proc", "/proc", "--dev", "/dev"]
     for path in SYSTEM_DIRS:
@@ -94,7 +100,7 @@ def learner_view(classroom: Classroom, name: str, uid: int, gid: int) -> list[st
     # bubblewrap creates missing parent folders private to root; the learner must pass them.
     # (The state folder may lie inside one of the private folders above, as in the tests.)
     packages = [str(ROOT / package) for package in COURSE_PACKAGES]
-    for parent in parents_of([*code, *packages, home, exchange, checks]):
+    for parent in parents_of([*code, *packages, home, exchange, checks, *groups]):
         if parent not in PRIVATE_TMP:
             args += ["--perms", "0755", "--dir", parent]
     for path in code:
@@ -102,6 +108,8 @@ def learner_view(classroom: Classroom, name: str, uid: int, gid: int) -> list[st
     for package, path in zip(COURSE_PACKAGES, packages, strict=True):
         args += ["--ro-bind", str(view / package), path]
     args += ["--ro-bind", checks, checks]
+    for path in groups:
+        args += ["--bind", path, path]
     args += ["--bind", home, home, "--bind", exchange, exchange, "--chdir", home, "--",
              "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
              "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
@@ -109,7 +117,10 @@ def learner_view(classroom: Classroom, name: str, uid: int, gid: int) -> list[st
 
 
 class ClassSpawner(LocalProcessSpawner):
-    """LocalProcessSpawner for the class: learners in their own view, instructors as root."""
+    """LocalProcessSpawner for the class: learners in their own view and cgroup (the class's
+    limits, :mod:`autograder.hub.limits`), instructors as root."""
+
+    cgroup: Cgroup | None = None
 
     @property
     def classroom(self) -> Classroom:
@@ -156,6 +167,8 @@ class ClassSpawner(LocalProcessSpawner):
             env[SECRET_FILE_ENV] = str(classroom.secret_file)
         else:
             env[CHECKS_ENV] = str(classroom.checks_socket)
+            if self.cgroup is not None:
+                env[CGROUP_ENV] = self.cgroup.to_text()
         return env
 
     async def start(self):
@@ -164,11 +177,22 @@ class ClassSpawner(LocalProcessSpawner):
         if self.role == "learner":
             refresh_view(classroom.course, classroom.exchange)
             entry = classroom.ensure_account(self.user.name)
-            self.cmd = [*learner_view(classroom, self.user.name, entry.pw_uid, entry.pw_gid),
+            self.cgroup = learner_cgroup(self.user.name, read_limits(classroom.state),
+                                         entry.pw_uid, entry.pw_gid)
+            self.cmd = [*learner_view(classroom, self.user.name, entry.pw_uid, entry.pw_gid,
+                                      self.cgroup),
                         sys.executable, "-m", "jupyterhub.singleuser"]
+            if self.cgroup is not None:
+                self.cmd = self.cgroup.child(SERVER_GROUP).enter(self.cmd)
         else:
             home = classroom.home(self.user.name)
             home.mkdir(parents=True, exist_ok=True)
             home.chmod(0o700)
             self.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
         return await super().start()
+
+    async def stop(self, now: bool = False) -> None:
+        await super().stop(now=now)
+        if self.cgroup is not None:  # with whatever the learner left running in it
+            self.cgroup.remove()
+            self.cgroup = None

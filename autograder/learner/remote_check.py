@@ -21,6 +21,7 @@ import os
 import random
 import socket
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -52,14 +53,23 @@ def _connect(address: str) -> socket.socket:
     if address.startswith("tcp://"):
         host, _, port = address.removeprefix("tcp://").rpartition(":")
         return socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S)
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    connection.settimeout(CONNECT_TIMEOUT_S)
-    try:
-        connection.connect(address)
-    except OSError:
-        connection.close()
-        raise
-    return connection
+    # A Unix socket whose backlog is full refuses at once (EAGAIN) instead of waiting, as TCP
+    # does: a class's checks all at once must wait their turn, not fail.
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    while True:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.settimeout(CONNECT_TIMEOUT_S)
+        try:
+            connection.connect(address)
+            return connection
+        except BlockingIOError:
+            connection.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+        except OSError:
+            connection.close()
+            raise
 
 
 class _Builders(dict):

@@ -34,7 +34,6 @@ import functools
 import json
 import os
 import secrets
-import shlex
 import shutil
 import signal
 import subprocess
@@ -49,6 +48,7 @@ from typing import Any
 import nbformat
 from nbformat import NotebookNode
 
+from autograder.cgroups import Cgroup, cgroup_kind
 from autograder.notebook import grade_id
 
 HERE = Path(__file__).resolve().parent
@@ -69,8 +69,6 @@ COURSE_PACKAGES = ("transformer_ref", "autograder", "solutions")
 PASSED_ENV = ("LANG", "LC_ALL", "TRANSFORMER_COURSE_FAST")
 # Extra seconds the grader waits past a run's own limit before it kills the sandbox.
 GRACE_S = 30
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-CGROUP_GROUP = "build-the-transformer-grading"
 
 
 @dataclass(frozen=True)
@@ -184,7 +182,7 @@ def capabilities() -> Capabilities:
         isolated = probe.returncode == 0
         why = "" if isolated else f"bubblewrap cannot start a sandbox here: " \
                                   f"{probe.stderr.strip()[:200]}"
-    kind, cgroup_why = _cgroup_kind(root)
+    kind, cgroup_why = cgroup_kind(root)
     return Capabilities(bwrap, root, isolated, why, kind, cgroup_why)
 
 
@@ -310,128 +308,6 @@ def check_sandbox(limits: Limits) -> None:
     problem = sandbox_problem(limits)
     if problem is not None:
         raise GraderFaultError(grader_fault(problem))
-
-
-# ----------------------------------------------------------------------------- cgroups
-
-
-def _own_cgroups() -> dict[str, str]:
-    """``controller -> path`` of this process's cgroups (``""`` for the unified v2 one)."""
-    found = {}
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return found
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        for controller in controllers.split(",") if controllers else [""]:
-            found[controller] = path
-    return found
-
-
-def _cgroup_parents(kind: str) -> list[Path]:
-    own = _own_cgroups()
-    if kind == "v2":
-        return [CGROUP_ROOT / own.get("", "/").lstrip("/") / CGROUP_GROUP]
-    return [CGROUP_ROOT / c / own.get(c, "/").lstrip("/") / CGROUP_GROUP
-            for c in ("memory", "pids")]
-
-
-def _cgroup_kind(root: bool) -> tuple[str | None, str]:
-    if not root:
-        return None, "the grader does not run as root"
-    for kind in ("v2", "v1"):
-        if kind == "v2" and not (CGROUP_ROOT / "cgroup.controllers").is_file():
-            continue
-        if kind == "v1" and not all((CGROUP_ROOT / c / "cgroup.procs").is_file()
-                                    for c in ("memory", "pids")):
-            continue
-        try:
-            group = Cgroup.create(kind, "probe", 64, 8)
-        except OSError as exc:
-            return None, f"cgroup {kind} cannot be created here ({exc.strerror or exc})"
-        group.remove()
-        return kind, ""
-    return None, "neither cgroup v2 nor the v1 memory and pids controllers are mounted"
-
-
-class Cgroup:
-    """One learner's cgroup: memory and process limits for all of its processes together."""
-
-    def __init__(self, kind: str, paths: list[Path]) -> None:
-        self.kind, self.paths = kind, paths
-
-    @classmethod
-    def create(cls, kind: str, name: str, memory_mb: int, max_processes: int) -> Cgroup:
-        """Create the cgroup ``name`` under this process's own ones.
-
-        Raises:
-            OSError: the kernel refused (no permission, controller missing).
-        """
-        paths = []
-        for parent in _cgroup_parents(kind):
-            parent.mkdir(exist_ok=True)
-            if kind == "v2":
-                (parent / "cgroup.subtree_control").write_text("+memory +pids")
-            path = parent / name
-            path.mkdir()
-            paths.append(path)
-        group = cls(kind, paths)
-        try:
-            memory = str(memory_mb * 1024 * 1024)
-            if kind == "v2":
-                (paths[0] / "memory.max").write_text(memory)
-                (paths[0] / "memory.swap.max").write_text("0")
-                (paths[0] / "pids.max").write_text(str(max_processes))
-            else:
-                (paths[0] / "memory.limit_in_bytes").write_text(memory)
-                (paths[1] / "pids.max").write_text(str(max_processes))
-        except OSError:
-            group.remove()
-            raise
-        return group
-
-    def enter(self, argv: list[str]) -> list[str]:
-        """``argv`` wrapped so that it starts inside this cgroup (with all its children)."""
-        moves = " && ".join(f"echo $$ > {shlex.quote(str(p / 'cgroup.procs'))}"
-                            for p in self.paths)
-        return ["/bin/sh", "-c", f'{moves} && exec "$0" "$@"', *argv]
-
-    def memory_exceeded(self) -> bool:
-        """Whether the kernel killed a process of this cgroup for memory."""
-        events = self.paths[0] / ("memory.events" if self.kind == "v2" else "memory.oom_control")
-        with contextlib.suppress(OSError, ValueError):
-            for line in events.read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill" and int(value) > 0:
-                    return True
-        return False
-
-    def kill(self) -> None:
-        """Kill every process still in the cgroup (a daemon a learner left behind)."""
-        for _ in range(50):
-            pids = set()
-            for path in self.paths:
-                with contextlib.suppress(OSError):
-                    pids |= {int(p) for p in (path / "cgroup.procs").read_text().split()}
-            if not pids:
-                return
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.02)
-
-    def remove(self) -> None:
-        self.kill()
-        for path in self.paths:
-            for _ in range(50):
-                try:
-                    path.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:  # the last processes are still leaving
-                    time.sleep(0.02)
 
 
 # ----------------------------------------------------------------------------- a learner

@@ -58,7 +58,8 @@ VIEW_FOLDER = "view"
 # Beside it, the own view of each learner given an extension: view-of/<learner>.
 LEARNER_VIEWS = "view-of"
 # The learner-facing part of the course's own code: the notebook's check(), the self-check and
-# its pytest plugin, the remote check, and the configuration layers' imports.
+# its pytest plugin, the remote check, the configuration layers' imports and the kernel
+# provisioner of a class server (each kernel in a cgroup of its own).
 LEARNER_MODULES = (
     "autograder.exercises.registry",
     "autograder.exercises.checks",
@@ -66,6 +67,7 @@ LEARNER_MODULES = (
     "autograder.learner.selfcheck",
     "autograder.learner.pytest_plugin",
     "autograder.course",
+    "autograder.learner.kernel_limits",
 )
 # Files of the course that are not modules and that a learner's JupyterLab reads.
 LEARNER_DATA = ("autograder/learner/jupyter/learner", "autograder/learner/jupyter/exchange",

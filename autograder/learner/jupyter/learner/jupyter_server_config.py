@@ -31,3 +31,8 @@ c.LabApp.news_url = None
 # Kernels that support it (IPython's does) talk to the server over encrypted ZeroMQ, instead
 # of plain TCP and a warning in the log for every kernel.
 c.KernelManager.transport_encryption = "auto"
+
+# On the class server, each kernel in a cgroup of its own inside the learner's, so that a kernel
+# past the memory cap is killed alone (autograder/learner/kernel_limits.py).
+if os.environ.get("TRANSFORMER_COURSE_CGROUP"):
+    c.KernelProvisionerFactory.default_provisioner_name = "course-limited"
