@@ -23,7 +23,7 @@ from autograder.deadlines import (
     set_late_policy,
 )
 from autograder.flags import read_flags
-from autograder.grade.gradebook import read_scores
+from autograder.grade.gradebook import open_gradebook, read_scores
 from autograder.grade.learner import Outcome
 from autograder.grade.store import store_outcome
 from autograder.steps.release import generate, register_assignments
@@ -100,6 +100,9 @@ def _store(course: Course, student: str, handed_in: datetime) -> None:
 
 
 def test_grading_marks_late_work_in_the_flags_the_gradebook_and_the_csv(course):
+    # Under the default late policy (none), work handed in after the answers keeps its points
+    # but is never graded full silently: flagged for a human, with the times.
+    _store(course, "after", DUE + timedelta(minutes=2))
     set_late_policy(course, CH, "10%/day")
     extend(course, CH, "extended", DUE + timedelta(days=3))
     _store(course, "on_time", DUE - timedelta(hours=1))
@@ -111,6 +114,13 @@ def test_grading_marks_late_work_in_the_flags_the_gradebook_and_the_csv(course):
     assert rows["late"]["flags"] == "late;submitted_after_answers"
     assert "1 d 6 h after the deadline" in rows["late"]["reasons"]
     assert rows["extended"]["flags"] == "" and rows["extended"]["score"] == "7"
+    assert (rows["after"]["score"], rows["after"]["late_penalty"]) == ("7", "0")
+    assert rows["after"]["flags"] == "late;submitted_after_answers"
+    assert ("handed in at 2026-12-01 18:02 UTC, after ch02_attention's answers became visible "
+            "to this learner (2026-12-01 18:00 UTC)") in rows["after"]["reasons"]
+    with open_gradebook(course) as gradebook:  # nbgrader's flag, which the Formgrader shows
+        assert gradebook.find_submission_notebook(CH, CH, "after").flagged
+        assert not gradebook.find_submission_notebook(CH, CH, "on_time").flagged
     scores = {s.student: s for s in read_scores(course)}
     assert scores["late"].late_penalty == pytest.approx(2.2)
     assert [f.code for f in read_flags(course, "late", CH)] == ["late", "submitted_after_answers"]
