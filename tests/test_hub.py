@@ -16,7 +16,8 @@ grading secret: grading uses the class's own, which the hub made and gives instr
 * The instructor, in the Formgrader, collects, autogrades each learner (with the class's
   secret), reads the flags in the submissions list and on bob's page (formulas typeset with
   nothing fetched from outside the hub), generates and releases the feedback of the chapter.
-* alice fetches her feedback and reads it, and cannot reach bob's.
+* alice fetches her feedback, opens it from the Assignment List's "(view feedback)" and reads
+  it, and cannot reach bob's.
 
 Every step asserts what the person sees. Needs root (learners' servers run as their own
 accounts), Debian's Chromium and the proxy (`make test` installs both); outside CI a missing one
@@ -290,6 +291,11 @@ def _fetch_feedback(page: Page, hub: Hub, name: str, shots: Path) -> Path:
     _screenshot(page, shots, f"{name}_assignment_list")
     pages = list((hub.state / "home" / name / CHAPTER / "feedback").glob(f"*/{CHAPTER}.html"))
     assert len(pages) == 1, pages
+    # "(view feedback)" opens the page itself, in JupyterLab's HTML viewer.
+    submitted.get_by_text("(view feedback)").click()
+    viewer = page.frame_locator(".jp-HTMLViewer iframe")
+    viewer.get_by_text(f"{CHAPTER} (Score: ").wait_for(timeout=UI_MS)
+    _screenshot(page, shots, f"{name}_feedback")
     return pages[0]
 
 
