@@ -48,7 +48,9 @@ from autograder.notebook import exercise_ids, graded_test_cells, nbgrader_metada
 from autograder.steps.feedback import NOT_CONFIRMED, FeedbackExporter
 from tests.fixtures.mutants import Mutant, all_mutants
 
-SEED = 32
+# Among the first 300 seeds, the draw whose checks run fastest (about 2 s on one core): the
+# checks of some PyTorch answers take seconds each.
+SEED = 77
 CHAPTERS = sorted({exercise.chapter for exercise in all_exercises()})
 # Inputs a check message names: calls such as causal_mask(4) and shapes such as (2, 3, 8, 7).
 CALL = re.compile(r"\b\w+\([^()]*\)")
