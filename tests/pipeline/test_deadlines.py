@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import shutil
 from datetime import UTC, datetime, timedelta
 
@@ -12,7 +13,14 @@ import nbformat
 import pytest
 
 from autograder.cli import main
-from autograder.course import ROOT, TIMESTAMP_FILE, TIMESTAMP_FORMAT, Course
+from autograder.course import (
+    COURSE_ID,
+    ROOT,
+    TIMESTAMP_FILE,
+    TIMESTAMP_FORMAT,
+    VISIBLE_ANSWERS_FILE,
+    Course,
+)
 from autograder.deadlines import (
     close_chapter,
     deadline,
@@ -26,6 +34,7 @@ from autograder.flags import read_flags
 from autograder.grade.gradebook import open_gradebook, read_scores
 from autograder.grade.learner import Outcome
 from autograder.grade.store import store_outcome
+from autograder.learner.submit import visible_chapters
 from autograder.steps.release import generate, register_assignments
 from autograder.steps.report import export_csv
 from autograder.steps.view import refresh_view, view_folder
@@ -144,8 +153,38 @@ def test_a_learner_with_an_extension_keeps_the_answers_sealed_while_the_others_s
     assert view_folder(course, "bob") == view_folder(course)
     own = view_folder(course, "ann").joinpath(*ANSWER).read_text()
     assert own.startswith('"""Not available yet') and "def softmax(" not in own
+    # What each learner's Assignment List no longer submits.
+    assert visible_chapters(view_folder(course) / VISIBLE_ANSWERS_FILE) == {CH}
+    assert visible_chapters(view_folder(course, "ann") / VISIBLE_ANSWERS_FILE) == set()
     refresh_view(course, exchange, now=DUE + timedelta(days=3))  # the extension is over
     assert "def softmax(" in view_folder(course, "ann").joinpath(*ANSWER).read_text()
+    assert visible_chapters(view_folder(course, "ann") / VISIBLE_ANSWERS_FILE) == {CH}
+
+
+def test_submit_refuses_a_chapter_whose_answers_the_learner_can_read(tmp_path):
+    """The Assignment List's submit in a class (nbgrader's, from the exchange layer's
+    configuration): refused with what to do once the chapter's answers are in the view."""
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.exchange import ExchangeError, ExchangeFactory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    layer = ROOT / "autograder" / "learner" / "jupyter" / "exchange"
+    config = PyFileConfigLoader("nbgrader_config.py", str(layer)).load_config()
+    config.Exchange.root = str(tmp_path / "exchange")
+    (tmp_path / "exchange" / COURSE_ID / "outbound" / CH).mkdir(parents=True)
+    config.CourseDirectory.course_id, config.CourseDirectory.assignment_id = COURSE_ID, CH
+    submit = ExchangeFactory(config=config).Submit(
+        coursedir=CourseDirectory(config=config), authenticator=Authenticator(config=config),
+        config=config)
+    submit.listing = tmp_path / "answers_visible.json"
+    submit.init_release()  # outside a class's view: nbgrader's submit
+    submit.listing.write_text(json.dumps({"chapters": ["ch01_positional_encoding"]}))
+    submit.init_release()
+    submit.listing.write_text(json.dumps({"chapters": [CH]}))
+    with pytest.raises(ExchangeError, match=f"^{CH} is closed for you: your deadline .* ask "
+                                            "your instructor for an extension"):
+        submit.init_release()
 
 
 def test_the_extend_command_and_close_with_a_late_policy(course, tmp_path, capsys):
