@@ -11,8 +11,9 @@ grading secret: grading uses the class's own, which the hub made and gives instr
   (alice correctly, bob with a bug from the course's mutants; bob validates) and submits.
 * alice looks for softmax's reference in the course's packages from a notebook of her own and
   finds neither its file nor its code; the instructor closes chapter 2 (its due date, in the
-  Formgrader) and alice, in a fresh kernel, finds and imports it, while bob, given an
-  extension on the chapter's Manage Submissions page after the release, still cannot.
+  Formgrader) and alice, in a fresh kernel, finds and imports it (and her Assignment List no
+  longer submits the chapter), while bob, given an extension on the chapter's Manage
+  Submissions page after the release, still cannot.
 * The instructor, in the Formgrader, collects, autogrades each learner (with the class's
   secret), reads the flags in the submissions list and on bob's page (formulas typeset with
   nothing fetched from outside the hub), generates and releases the feedback of the chapter.
@@ -473,6 +474,15 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
             seen = _probe(learner, hub, "alice")
             assert "FOUND: ['scaled_attention.py']" in seen, seen
             assert "IMPORTED: transformer_ref.numpy.scaled_attention" in seen, seen
+            # Now her Assignment List refuses to submit the chapter, and says why.
+            _assignment_list(learner)
+            learner.locator("#fetched_assignments_list").get_by_role(
+                "button", name="Submit").first.click()
+            refused = learner.locator(".jp-Dialog", has_text="Invalid Submission")
+            refused.wait_for(timeout=UI_MS)
+            assert f"{CHAPTER} is closed for you" in refused.inner_text(), refused.inner_text()
+            _screenshot(learner, tmp_path, "alice_submit_refused")
+            refused.locator("button").last.click()
         finally:
             context.close()
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
