@@ -460,7 +460,7 @@ def test_assignment_list_fetches_a_released_chapter(
     _assert_quiet_log(exchange_lab)
 
 
-def test_the_exchange_layer_installs_the_feedback_link_plugin() -> None:
+def test_the_exchange_layer_installs_the_assignment_list_plugin() -> None:
     """What JupyterLab finds on the paths the exchange layer adds: the course's plugin, whose
     script is there (no browser needed, so this holds where the browser tests skip)."""
     from jupyterlab_server.config import get_federated_extensions
@@ -468,7 +468,7 @@ def test_the_exchange_layer_installs_the_feedback_link_plugin() -> None:
 
     config = PyFileConfigLoader("jupyter_server_config.py", str(LAYERS / "exchange")).load_config()
     found = get_federated_extensions(config.LabApp.extra_labextensions_path)
-    plugin = found["@build-the-transformer/feedback-link"]
+    plugin = found["@build-the-transformer/assignment-list"]
     assert (Path(plugin["ext_path"]) / plugin["jupyterlab"]["_build"]["load"]).is_file()
 
 
