@@ -1,12 +1,11 @@
 """Feedback pages of mutant submissions, every chapter: no hidden check shows, no pass sits
 next to a lost point, and a failed verification reads as a sentence.
 
-For each exercise, a seeded draw of one of its bugs and one of its valid alternatives
-(``tests/fixtures/mutants``). Each chapter's page is rendered as nbgrader's feedback renders it
-(the course's ``LearnersView`` preprocessor, then :class:`FeedbackExporter` with nbgrader's
-feedback template) from graded test cells whose outputs are those of the real ``check`` calls,
-run in this process as the kernel would run them, in the three ways an exercise loses its
-points:
+For each exercise, a seeded draw of one of its bugs (``tests/fixtures/mutants``). Each
+chapter's page is rendered as nbgrader's feedback renders it (the course's ``LearnersView``
+preprocessor, then :class:`FeedbackExporter` with nbgrader's feedback template) from graded
+test cells whose outputs are those of the real ``check`` calls, run in this process as the
+kernel would run them, in the three ways an exercise loses its points:
 
 * the bug, graded as the grader runs the cell (the visible checks, then the hidden ones);
 * the visible checks passed, the hidden checks failed on the bug;
