@@ -49,6 +49,9 @@ STEPS = ("submitted", "autograded", "feedback")
 TIMESTAMP_FILE = "timestamp.txt"
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f %Z"
 SECRET_FILE = "submission_secret.txt"
+# In a class's view of the course (autograder/steps/view.py): the chapters whose answers it
+# shows, which the learner's Assignment List no longer submits (autograder/learner/submit.py).
+VISIBLE_ANSWERS_FILE = Path("autograder") / "learner" / "answers_visible.json"
 
 # The ten chapter ids (nbgrader assignments), in course order.
 CHAPTERS: tuple[str, ...] = tuple(CHAPTER_IDS.values())

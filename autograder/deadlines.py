@@ -11,7 +11,8 @@ A learner's *deadline* for a chapter is the later of its due date and their exte
 chapter's answers join that learner's view of the course only once their own deadline has
 passed (:mod:`autograder.steps.view`). Work handed in after it is marked late by how much
 (a ``late`` flag) and, since that learner could read the answers by then, flagged
-``submitted_after_answers`` for a human: it is never given full marks silently.
+``submitted_after_answers`` for a human: it is never given full marks silently. (In a class,
+the learner's Assignment List refuses such work first: :mod:`autograder.learner.submit`.)
 
 Late policies (:func:`parse_policy`): ``none`` (marked, no penalty; the default), ``zero``
 (no points), or ``P%/hour`` and ``P%/day``: P percent of the chapter's points for each hour or

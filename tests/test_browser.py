@@ -13,7 +13,9 @@ for settings and workspaces (the Makefile's ``build/jupyter``, here a temporary 
   ``solutions/`` as the repository does: formgrader, "Create assignment" and the course list
   are there; the chapter 1 solution notebook runs clean with its figures.
 * A class with an nbgrader exchange (`make lab EXCHANGE=...`): the Assignment List shows a
-  chapter that nbgrader released into the exchange, and fetches it.
+  chapter that nbgrader released into the exchange, and fetches it; the "(view feedback)" of a
+  submission whose feedback was fetched opens the feedback page itself (the course's JupyterLab
+  plugin in the exchange layer).
 
 The ``browser`` fixture (Debian's Chromium through Playwright) is in conftest.py. Every served
 folder is a temporary copy, because JupyterLab saves what it runs and the
@@ -454,5 +456,46 @@ def test_assignment_list_fetches_a_released_chapter(
     # Into the folder the learner sees, not the server's working folder (its parent here).
     assert (exchange_lab.root / NOTEBOOK).is_file()
     assert not (exchange_lab.root.parent / CHAPTER).exists()
+    _assert_no_dialog_or_popup(page, shot)
+    _assert_quiet_log(exchange_lab)
+
+
+def test_the_exchange_layer_installs_the_assignment_list_plugin() -> None:
+    """What JupyterLab finds on the paths the exchange layer adds: the course's plugin, whose
+    script is there (no browser needed, so this holds where the browser tests skip)."""
+    from jupyterlab_server.config import get_federated_extensions
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("jupyter_server_config.py", str(LAYERS / "exchange")).load_config()
+    found = get_federated_extensions(config.LabApp.extra_labextensions_path)
+    plugin = found["@build-the-transformer/assignment-list"]
+    assert (Path(plugin["ext_path"]) / plugin["jupyterlab"]["_build"]["load"]).is_file()
+
+
+def test_view_feedback_opens_the_feedback_page(
+    page: Page, exchange_lab: Lab, tmp_path: Path
+) -> None:
+    # A submission of another chapter, and its feedback fetched, where nbgrader keeps them: the
+    # copy `nbgrader submit` caches (JUPYTER_DATA_DIR) and <chapter>/feedback/<timestamp>/.
+    chapter, stamp = CHAPTERS[1], "2026-11-28 10:00:00.000000 UTC"
+    cached = (exchange_lab.root.parent / "data" / "nbgrader_cache" / COURSE_ID
+              / f"learner+{chapter}+{stamp}")
+    cached.mkdir(parents=True)
+    (cached / f"{chapter}.ipynb").write_text(json.dumps(
+        {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    feedback = exchange_lab.root / chapter / "feedback" / stamp / f"{chapter}.html"
+    feedback.parent.mkdir(parents=True)
+    mark = f"The feedback of {chapter}, {secrets.token_hex(4)}"
+    feedback.write_text(f"<html><body><h1>{mark}</h1></body></html>")
+
+    _open_lab(page, exchange_lab)
+    page.locator("#jp-MainMenu").get_by_text("Nbgrader", exact=True).click()
+    page.locator("#jp-mainmenu-nbgrader").get_by_text("Assignment List", exact=True).click()
+    page.locator("#submitted_assignments_list").get_by_text("(view feedback)").click()
+    # The page itself, in JupyterLab's HTML viewer (its tab named for the page).
+    page.frame_locator(".jp-HTMLViewer iframe").get_by_text(mark).wait_for(timeout=UI_MS)
+    shot = _screenshot(page, tmp_path, "feedback_opened")
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current").inner_text()
+    assert f"{chapter}.html" in tab, shot
     _assert_no_dialog_or_popup(page, shot)
     _assert_quiet_log(exchange_lab)

@@ -11,12 +11,14 @@ grading secret: grading uses the class's own, which the hub made and gives instr
   (alice correctly, bob with a bug from the course's mutants; bob validates) and submits.
 * alice looks for softmax's reference in the course's packages from a notebook of her own and
   finds neither its file nor its code; the instructor closes chapter 2 (its due date, in the
-  Formgrader) and alice, in a fresh kernel, finds and imports it, while bob, given an
-  extension on the chapter's Manage Submissions page after the release, still cannot.
+  Formgrader) and alice, in a fresh kernel, finds and imports it (and her Assignment List no
+  longer submits the chapter), while bob, given an extension on the chapter's Manage
+  Submissions page after the release, still cannot.
 * The instructor, in the Formgrader, collects, autogrades each learner (with the class's
   secret), reads the flags in the submissions list and on bob's page (formulas typeset with
   nothing fetched from outside the hub), generates and releases the feedback of the chapter.
-* alice fetches her feedback and reads it, and cannot reach bob's.
+* alice fetches her feedback, opens it from the Assignment List's "(view feedback)" and reads
+  it, and cannot reach bob's.
 
 Every step asserts what the person sees. Needs root (learners' servers run as their own
 accounts), Debian's Chromium and the proxy (`make test` installs both); outside CI a missing one
@@ -290,6 +292,11 @@ def _fetch_feedback(page: Page, hub: Hub, name: str, shots: Path) -> Path:
     _screenshot(page, shots, f"{name}_assignment_list")
     pages = list((hub.state / "home" / name / CHAPTER / "feedback").glob(f"*/{CHAPTER}.html"))
     assert len(pages) == 1, pages
+    # "(view feedback)" opens the page itself, in JupyterLab's HTML viewer.
+    submitted.get_by_text("(view feedback)").click()
+    viewer = page.frame_locator(".jp-HTMLViewer iframe")
+    viewer.get_by_text(f"{CHAPTER} (Score: ").wait_for(timeout=UI_MS)
+    _screenshot(page, shots, f"{name}_feedback")
     return pages[0]
 
 
@@ -467,6 +474,20 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
             seen = _probe(learner, hub, "alice")
             assert "FOUND: ['scaled_attention.py']" in seen, seen
             assert "IMPORTED: transformer_ref.numpy.scaled_attention" in seen, seen
+            # Now her Assignment List refuses to submit the chapter, and says why.
+            _assignment_list(learner)
+            learner.locator("#fetched_assignments_list").get_by_role(
+                "button", name="Submit").first.click()
+            refused = learner.locator(".jp-Dialog", has_text="Invalid Submission")
+            refused.wait_for(timeout=UI_MS)
+            reason = refused.locator("pre")
+            reason.get_by_text(f"{CHAPTER} is closed for you").wait_for(timeout=UI_MS)
+            # The reason alone, whole: nbgrader's traceback is gone.
+            assert reason.inner_text().startswith(f"{CHAPTER} is closed for you"), (
+                reason.inner_text())
+            assert "for an extension." in reason.inner_text(), reason.inner_text()
+            _screenshot(learner, tmp_path, "alice_submit_refused")
+            refused.locator("button").last.click()
         finally:
             context.close()
         context = browser.new_context(viewport={"width": 1400, "height": 1000})

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course import CHAPTERS, COURSE_ID, ROOT, Course
+from autograder.course import CHAPTERS, COURSE_ID, ROOT, VISIBLE_ANSWERS_FILE, Course
 from autograder.deadlines import due_dates, extensions, sealed_for
 from autograder.exercises.reach import (
     answer_modules,
@@ -58,14 +58,15 @@ VIEW_FOLDER = "view"
 # Beside it, the own view of each learner given an extension: view-of/<learner>.
 LEARNER_VIEWS = "view-of"
 # The learner-facing part of the course's own code: the notebook's check(), the self-check and
-# its pytest plugin, the remote check, the configuration layers' imports and the kernel
-# provisioner of a class server (each kernel in a cgroup of its own).
+# its pytest plugin, the remote check, the Assignment List's submit, the configuration layers'
+# imports and the kernel provisioner of a class server (each kernel in a cgroup of its own).
 LEARNER_MODULES = (
     "autograder.exercises.registry",
     "autograder.exercises.checks",
     "autograder.learner.remote_check",
     "autograder.learner.selfcheck",
     "autograder.learner.pytest_plugin",
+    "autograder.learner.submit",
     "autograder.course",
     "autograder.learner.kernel_limits",
 )
@@ -101,11 +102,13 @@ def _closed(course: Course, now: datetime | None) -> set[str]:
 
 @dataclass(frozen=True)
 class View:
-    """The course modules of a learner's view (``modules``), and the modules it holds as a stub
-    because they hold answers of open chapters (``hidden``: module -> exercise ids)."""
+    """The course modules of a learner's view (``modules``), the modules it holds as a stub
+    because they hold answers of open chapters (``hidden``: module -> exercise ids), and the
+    chapters whose answers it shows (``closed``), which its learners no longer submit."""
 
     modules: frozenset[str]
     hidden: dict[str, tuple[str, ...]]
+    closed: frozenset[str] = frozenset()
 
 
 def open_answers(states: ChapterStates) -> dict[str, tuple[str, ...]]:
@@ -160,7 +163,7 @@ def plan_view(course: Course, states: ChapterStates) -> View:
     reached = closure(roots | packages)
     reached |= {p for m in reached for p in _packages(m)}
     # Every open answer gets its stub, reached or not: an import of it then says why it fails.
-    return View(frozenset(reached - set(answers)), answers)
+    return View(frozenset(reached - set(answers)), answers, frozenset(states.closed))
 
 
 def release_problems(course: Course, chapter: str, states: ChapterStates) -> list[str]:
@@ -223,6 +226,8 @@ def write_view(view: View, folder: Path) -> bool:
                                 ignore=shutil.ignore_patterns("__pycache__"))
             elif source.is_file():
                 _write(staged / data, source.read_bytes())
+        _write(staged / VISIBLE_ANSWERS_FILE,
+               json.dumps({"chapters": sorted(view.closed)}, indent=1).encode())
         _write(staged / "view.json", json.dumps(
             {"hidden": {m: list(ids) for m, ids in sorted(view.hidden.items())}},
             indent=1).encode())

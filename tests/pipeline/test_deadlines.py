@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import shutil
 from datetime import UTC, datetime, timedelta
 
@@ -12,7 +13,14 @@ import nbformat
 import pytest
 
 from autograder.cli import main
-from autograder.course import ROOT, TIMESTAMP_FILE, TIMESTAMP_FORMAT, Course
+from autograder.course import (
+    COURSE_ID,
+    ROOT,
+    TIMESTAMP_FILE,
+    TIMESTAMP_FORMAT,
+    VISIBLE_ANSWERS_FILE,
+    Course,
+)
 from autograder.deadlines import (
     close_chapter,
     deadline,
@@ -23,9 +31,10 @@ from autograder.deadlines import (
     set_late_policy,
 )
 from autograder.flags import read_flags
-from autograder.grade.gradebook import read_scores
+from autograder.grade.gradebook import open_gradebook, read_scores
 from autograder.grade.learner import Outcome
 from autograder.grade.store import store_outcome
+from autograder.learner.submit import visible_chapters
 from autograder.steps.release import generate, register_assignments
 from autograder.steps.report import export_csv
 from autograder.steps.view import refresh_view, view_folder
@@ -100,6 +109,9 @@ def _store(course: Course, student: str, handed_in: datetime) -> None:
 
 
 def test_grading_marks_late_work_in_the_flags_the_gradebook_and_the_csv(course):
+    # Under the default late policy (none), work handed in after the answers keeps its points
+    # but is never graded full silently: flagged for a human, with the times.
+    _store(course, "after", DUE + timedelta(minutes=2))
     set_late_policy(course, CH, "10%/day")
     extend(course, CH, "extended", DUE + timedelta(days=3))
     _store(course, "on_time", DUE - timedelta(hours=1))
@@ -111,6 +123,13 @@ def test_grading_marks_late_work_in_the_flags_the_gradebook_and_the_csv(course):
     assert rows["late"]["flags"] == "late;submitted_after_answers"
     assert "1 d 6 h after the deadline" in rows["late"]["reasons"]
     assert rows["extended"]["flags"] == "" and rows["extended"]["score"] == "7"
+    assert (rows["after"]["score"], rows["after"]["late_penalty"]) == ("7", "0")
+    assert rows["after"]["flags"] == "late;submitted_after_answers"
+    assert ("handed in at 2026-12-01 18:02 UTC, after ch02_attention's answers became visible "
+            "to this learner (2026-12-01 18:00 UTC)") in rows["after"]["reasons"]
+    with open_gradebook(course) as gradebook:  # nbgrader's flag, which the Formgrader shows
+        assert gradebook.find_submission_notebook(CH, CH, "after").flagged
+        assert not gradebook.find_submission_notebook(CH, CH, "on_time").flagged
     scores = {s.student: s for s in read_scores(course)}
     assert scores["late"].late_penalty == pytest.approx(2.2)
     assert [f.code for f in read_flags(course, "late", CH)] == ["late", "submitted_after_answers"]
@@ -134,8 +153,38 @@ def test_a_learner_with_an_extension_keeps_the_answers_sealed_while_the_others_s
     assert view_folder(course, "bob") == view_folder(course)
     own = view_folder(course, "ann").joinpath(*ANSWER).read_text()
     assert own.startswith('"""Not available yet') and "def softmax(" not in own
+    # What each learner's Assignment List no longer submits.
+    assert visible_chapters(view_folder(course) / VISIBLE_ANSWERS_FILE) == {CH}
+    assert visible_chapters(view_folder(course, "ann") / VISIBLE_ANSWERS_FILE) == set()
     refresh_view(course, exchange, now=DUE + timedelta(days=3))  # the extension is over
     assert "def softmax(" in view_folder(course, "ann").joinpath(*ANSWER).read_text()
+    assert visible_chapters(view_folder(course, "ann") / VISIBLE_ANSWERS_FILE) == {CH}
+
+
+def test_submit_refuses_a_chapter_whose_answers_the_learner_can_read(tmp_path):
+    """The Assignment List's submit in a class (nbgrader's, from the exchange layer's
+    configuration): refused with what to do once the chapter's answers are in the view."""
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.exchange import ExchangeError, ExchangeFactory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    layer = ROOT / "autograder" / "learner" / "jupyter" / "exchange"
+    config = PyFileConfigLoader("nbgrader_config.py", str(layer)).load_config()
+    config.Exchange.root = str(tmp_path / "exchange")
+    (tmp_path / "exchange" / COURSE_ID / "outbound" / CH).mkdir(parents=True)
+    config.CourseDirectory.course_id, config.CourseDirectory.assignment_id = COURSE_ID, CH
+    submit = ExchangeFactory(config=config).Submit(
+        coursedir=CourseDirectory(config=config), authenticator=Authenticator(config=config),
+        config=config)
+    submit.listing = tmp_path / "answers_visible.json"
+    submit.init_release()  # outside a class's view: nbgrader's submit
+    submit.listing.write_text(json.dumps({"chapters": ["ch01_positional_encoding"]}))
+    submit.init_release()
+    submit.listing.write_text(json.dumps({"chapters": [CH]}))
+    with pytest.raises(ExchangeError, match=f"^{CH} is closed for you: your deadline .* ask "
+                                            "your instructor for an extension"):
+        submit.init_release()
 
 
 def test_the_extend_command_and_close_with_a_late_policy(course, tmp_path, capsys):

@@ -19,6 +19,10 @@ if os.environ.get("TRANSFORMER_COURSE_EXCHANGE"):
 # from inside the served folder, so this names that folder.
 c.Exchange.assignment_dir = os.getcwd()
 
+# Submit refuses a chapter whose answers are in the learner's view of a class already (their
+# deadline has passed): autograder/learner/submit.py.
+c.ExchangeFactory.submit = "autograder.learner.submit.CourseSubmit"
+
 # On a class server the learner is the hub's user, whatever their system account is called
 # (autograder/hub runs learners as jupyter-<name>): submissions and feedback go by that name.
 if os.environ.get("JUPYTERHUB_USER"):
