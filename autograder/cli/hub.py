@@ -15,50 +15,35 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "secret":
         return _hub_secret(classroom, rotate=args.rotate)
     if args.action == "list":
-        for role in ("instructor", "learner"):
+        for role in ("instructor", "ta", "learner"):
             names = classroom.roster(role)
             print(f"{role}s ({len(names)}): {' '.join(names) or '-'}")
         return 0
-    if not args.names:
-        print(f"hub {args.action}: name at least one user", file=sys.stderr)
-        return 2
-    if args.action == "remove":
-        removed = classroom.remove(args.names)
-        print(f"took {len(removed)} name(s) off the roster of {classroom.state}: they can no "
-              "longer log in. Their files and system accounts stay (userdel removes one).")
-        return 0
-    if args.action == "password":
-        unknown = [name for name in args.names if classroom.role_of(name) is None]
-        if unknown:
-            print(f"hub password: not on the roster: {' '.join(unknown)}; add them with "
-                  "`python -m autograder hub add NAME`", file=sys.stderr)
-            return 1
-        for name in args.names:
-            print(f"{name}  {classroom.new_password(name)}")
-        return 0
-    role = "instructor" if args.instructor else "learner"
+    from autograder.hub.grading import ask, delegated
+
+    role = "instructor" if args.instructor else "ta" if args.ta else "learner"
     try:
-        classroom.add(args.names, role)
-        for name in args.names:
-            if role == "learner":
-                classroom.ensure_account(name)
-            if not classroom.has_password(name):
-                print(f"{name}  {classroom.new_password(name)}")
+        if delegated(classroom):
+            # Not root: the class's grading service changes the roster, for instructors only.
+            lines = ask("roster", classroom=classroom, action=args.action, names=args.names,
+                        role=role)
+        else:
+            lines = classroom.change_roster(args.action, args.names, role)
     except (ValueError, PermissionError, RuntimeError) as exc:
-        print(f"hub add failed: {exc}", file=sys.stderr)
+        print(f"hub {args.action} failed: {exc}", file=sys.stderr)
         return 1
-    print(f"{len(args.names)} {role}(s) on the roster of {classroom.state}; each new one's "
-          "password is printed above (hand it to them). They log in at <hub address>/hub/login.")
+    print("\n".join(lines))
     return 0
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``hub add|password|remove|list|secret [NAME ...] [--instructor] [--rotate]``."""
+    """Add ``hub add|password|remove|list|secret [NAME ...] [--instructor|--ta] [--rotate]``."""
     parser = subparsers.add_parser(
         "hub", help="the roster and grading secret of the class server (make hub)",
         description="add: put learners (or --instructor instructors) on the class server's "
-                    "roster and print a password for each new one (learners also get their "
-                    "system account and home folder; needs root). password: print a new "
+                    "roster and print a password for each new one, --ta teaching assistants (each "
+                    "gets a system account and home folder; needs root, or an instructor's "
+                    "account while the hub runs). password: print a new "
                     "password. remove: take names off the roster (their files stay). list: "
                     "print the roster. secret: print where the class's grading secret is "
                     "(created if missing; --rotate writes a new one). The hub sees changes at "
@@ -66,8 +51,12 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("action", choices=("add", "password", "remove", "list", "secret"))
     parser.add_argument("names", nargs="*", metavar="NAME",
                         help="user names: lower-case letters, digits, '-' and '_'")
-    parser.add_argument("--instructor", action="store_true",
-                        help="add them as instructors (the hub's admins) instead of learners")
+    role = parser.add_mutually_exclusive_group()
+    role.add_argument("--instructor", action="store_true",
+                      help="add them as instructors (the hub's admins) instead of learners")
+    role.add_argument("--ta", action="store_true",
+                      help="add them as teaching assistants (they grade and write feedback; "
+                           "they cannot change the roster or read the grading secret)")
     parser.add_argument("--rotate", action="store_true",
                         help="secret: replace the grading secret with a new random one")
     parser.add_argument("--state", type=Path, default=None,

@@ -21,23 +21,28 @@ being listed. The view starts as root, then ``setpriv`` drops to the learner's a
 capabilities and no way to regain privileges. It does not cut the network: the server must
 reach the hub, and learners' programs can open connections like any local user's.
 
-Instructors' servers run as root, the user of the hub, on the repository (as ``make
-instructor``) with the class's gradebook and exchange, and with ``AUTOGRADER_SECRET_FILE``
-naming the class's grading secret (which their kernels do not get): an instructor's account
-can do what root can on this machine.
+The staff's servers, instructors' and teaching assistants', serve the repository (as ``make
+instructor``) with the class's gradebook and exchange, as the person's own system account,
+member of the class's staff group (:meth:`~autograder.hub.classroom.Classroom.ensure_account`),
+with no capabilities: they read and write the class's course folder as that group, never the
+hub's folder, which holds the grading secret and the passwords. What needs root (grading in the
+sandbox, with the secret; releasing, collecting and handing back feedback in the exchange) they
+ask of the class's grading service (:mod:`autograder.hub.grading`), whose socket
+``TRANSFORMER_GRADING_SOCKET`` names.
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 import sys
 from pathlib import Path
 
 from jupyterhub.spawner import LocalProcessSpawner
 
 from autograder.course import ROOT
-from autograder.exercises.checking import CHECKS_ENV, SECRET_FILE_ENV
-from autograder.hub.classroom import COURSE_ROOT_ENV, Classroom
+from autograder.exercises.checking import CHECKS_ENV
+from autograder.hub.classroom import COURSE_ROOT_ENV, GRADING_SOCKET_ENV, STAFF, Classroom
 from autograder.sandbox.launcher import (
     ETC_FILES,
     PRIVATE_TMP,
@@ -55,6 +60,7 @@ LAYERS = ROOT / "autograder" / "learner" / "jupyter"
 ROLE_LAYERS = {
     "learner": ("exchange", "learner"),
     "instructor": ("instructor", "exchange", "learner"),
+    "ta": ("instructor", "exchange", "learner"),
 }
 # The course's packages that learners' notebooks import: their view of them is bound read-only.
 COURSE_PACKAGES = ("autograder", "transformer_ref")
@@ -108,8 +114,16 @@ def learner_view(classroom: Classroom, name: str, uid: int, gid: int) -> list[st
     return args
 
 
+def as_account(entry: pwd.struct_passwd) -> list[str]:
+    """The command prefix that runs a program as ``entry``'s account and groups (the staff
+    group among them), without capabilities and without a way to regain privileges."""
+    return ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--init-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+
 class ClassSpawner(LocalProcessSpawner):
-    """LocalProcessSpawner for the class: learners in their own view, instructors as root."""
+    """LocalProcessSpawner for the class: everyone as their own account, learners in their own
+    view."""
 
     @property
     def classroom(self) -> Classroom:
@@ -117,15 +131,18 @@ class ClassSpawner(LocalProcessSpawner):
 
     @property
     def role(self) -> str:
-        return "instructor" if self.user.admin else "learner"
+        """The user's role on the roster; ``learner`` (the most confined) when not on it."""
+        return self.classroom.role_of(self.user.name) or "learner"
 
     def make_preexec_fn(self, name: str):
-        # Learners' servers drop to their account inside their view (learner_view); instructors'
-        # stay root. Either way the process starts in the server's folder.
+        # Servers drop to their account in their command (learner_view, as_account), and start
+        # in the server's folder; what they make is their group's to share (the course folder
+        # is the staff group's).
         folder = self.server_folder()
 
         def preexec() -> None:
             os.chdir(folder)
+            os.umask(0o002)
 
         return preexec
 
@@ -150,10 +167,10 @@ class ClassSpawner(LocalProcessSpawner):
                                                 for layer in ROLE_LAYERS[self.role]),
             TRANSFORMER_COURSE_EXCHANGE=str(classroom.exchange),
         )
-        if self.role == "instructor":
+        if self.role in STAFF:
             env["TRANSFORMER_COURSE_DIR"] = str(classroom.course_dir)
             env[COURSE_ROOT_ENV] = str(self.server_folder())
-            env[SECRET_FILE_ENV] = str(classroom.secret_file)
+            env[GRADING_SOCKET_ENV] = str(classroom.grading_socket)
         else:
             env[CHECKS_ENV] = str(classroom.checks_socket)
         return env
@@ -167,8 +184,6 @@ class ClassSpawner(LocalProcessSpawner):
             self.cmd = [*learner_view(classroom, self.user.name, entry.pw_uid, entry.pw_gid),
                         sys.executable, "-m", "jupyterhub.singleuser"]
         else:
-            home = classroom.home(self.user.name)
-            home.mkdir(parents=True, exist_ok=True)
-            home.chmod(0o700)
-            self.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
+            entry = classroom.ensure_account(self.user.name, self.role)
+            self.cmd = [*as_account(entry), sys.executable, "-m", "jupyterhub.singleuser"]
         return await super().start()
