@@ -3,7 +3,7 @@
 The hub starts as the Makefile starts it (``jupyterhub -f autograder/hub/jupyterhub_config.py``,
 the proxy from build/proxy), once, on free localhost ports, with a state folder of its own and
 system accounts under a prefix of this run (removed at the end). Its environment holds no
-grading secret: grading uses the class's own, which the hub made and gives instructors' servers.
+grading secret: grading uses the class's own, which the hub made and gives its grading service.
 
 * The instructor creates the class (``python -m autograder hub add``), logs in, opens the
   Formgrader from JupyterLab's Nbgrader menu (in JupyterLab's own frame) and releases chapter 2.
@@ -13,9 +13,12 @@ grading secret: grading uses the class's own, which the hub made and gives instr
   finds neither its file nor its code; the instructor closes chapter 2 (its due date, in the
   Formgrader) and alice, in a fresh kernel, finds and imports it, while bob, given an
   extension on the chapter's Manage Submissions page after the release, still cannot.
-* The instructor, in the Formgrader, collects, autogrades each learner (with the class's
-  secret), reads the flags in the submissions list and on bob's page (formulas typeset with
-  nothing fetched from outside the hub), generates and releases the feedback of the chapter.
+* The instructor's server runs as the instructor's own account, not root. In the Formgrader,
+  the instructor collects; a teaching assistant autogrades bob and the instructor alice, each
+  through the class's grading service (with the class's secret, which neither can read; nor
+  can the teaching assistant change the roster); the instructor reads the flags in the
+  submissions list and on bob's page (formulas typeset with nothing fetched from outside the
+  hub), generates and releases the feedback of the chapter.
 * alice fetches her feedback and reads it, and cannot reach bob's.
 
 Every step asserts what the person sees. Needs root (learners' servers run as their own
@@ -46,6 +49,7 @@ import nbformat
 import pytest
 from ci_env import in_ci
 from test_browser import KERNEL_IDLE_JS, UI_MS, _screenshot
+from test_hub_roster import open_the_way
 
 from autograder.course import COURSE_ID
 from autograder.exercises.checking import SECRET_ENV, SECRET_FILE_ENV
@@ -64,6 +68,7 @@ EXERCISE = "ch02.softmax"
 BUG = "softmax_axis_ignored"
 LEARNERS = ("alice", "bob")
 INSTRUCTOR = "carol"
+TA = "dave"
 HUB_START_S = 90
 SPAWN_MS = 180_000
 VALIDATE_MS = 180_000
@@ -166,6 +171,7 @@ def hub(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
     if not PROXY.is_file():
         _needs(f"{PROXY} is missing: run `make proxy` (needs npm)")
     base = tmp_path_factory.mktemp("hub")
+    open_the_way(base)  # the staff's servers run as their own accounts
     state, root = base / "state", base / "course"
     for folder in ("solutions", "notebooks"):
         (root / folder).mkdir(parents=True)
@@ -179,11 +185,12 @@ def hub(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
     server = Hub(state, root, env, {}, prefix, (free_port(), free_port(), free_port()),
                  base / "hub.log")
     try:
-        for names, extra in ((LEARNERS, ()), ((INSTRUCTOR,), ("--instructor",))):
+        for names, extra in ((LEARNERS, ()), ((INSTRUCTOR,), ("--instructor",)),
+                             ((TA,), ("--ta",))):
             out = _run("hub", "add", *names, *extra, env=env)
-            server.accounts += [prefix + name for name in names if name in LEARNERS]
+            server.accounts += [prefix + name for name in names]
             server.passwords.update(re.findall(r"^(\w+)  (\S+)$", out, flags=re.M))
-        assert sorted(server.passwords) == sorted([*LEARNERS, INSTRUCTOR])
+        assert sorted(server.passwords) == sorted([*LEARNERS, INSTRUCTOR, TA])
         server.start()
         yield server
     finally:
@@ -191,6 +198,7 @@ def hub(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
         print(f"hub log: {server.log}")
         for account in server.accounts:
             subprocess.run(["userdel", account], capture_output=True, check=False)
+        subprocess.run(["groupdel", f"{prefix}staff"], capture_output=True, check=False)
 
 
 # ----------------------------------------------------------------------------- the browser side
@@ -389,6 +397,54 @@ def _submission_row(frame: FrameLocator, name: str) -> Locator:
     return frame.locator("#main-table tr", has=frame.locator(".student-id", has_text=name))
 
 
+def _uids_of_server(name: str) -> set[int]:
+    """The real and effective user ids of every process of ``name``'s server (those whose
+    environment names them as the hub's user), but bubblewrap's, which sets up the view and
+    hands over to the account's, as for learners."""
+    marker = f"JUPYTERHUB_USER={name}".encode()
+    uids: set[int] = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            program = (proc / "cmdline").read_bytes().split(b"\0")[0]
+            if (marker in (proc / "environ").read_bytes().split(b"\0")
+                    and not program.endswith(b"/bwrap")):
+                status = (proc / "status").read_text()
+                uids.update(map(int, re.search(r"^Uid:\s+(\d+)\s+(\d+)", status,
+                                                flags=re.M).groups()))
+    return uids
+
+
+def _as_staff(hub: Hub, name: str, *command: str) -> subprocess.Popen:
+    """Start ``command`` as a terminal of staff member ``name``'s server would: as their own
+    account, in their view, with the grading service's socket named."""
+    from autograder.hub.classroom import Classroom
+    from autograder.hub.spawner import staff_view
+
+    entry = pwd.getpwnam(hub.prefix + name)
+    view = staff_view(Classroom(hub.state, hub.prefix), name, entry.pw_uid, entry.pw_gid)
+    env = {**hub.env, "HOME": str(hub.state / "home" / name),
+           "TRANSFORMER_GRADING_SOCKET": str(hub.state / "grading" / "socket")}
+    return subprocess.Popen([*view, *command], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _ta_grades(browser: Browser, hub: Hub, name: str, shots: Path) -> str:
+    """The teaching assistant logs in, opens the chapter's submissions in the Formgrader and
+    autogrades ``name``; the Autograde dialog's text."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        _log_in(page, hub, TA)
+        formgrader = _open_formgrader(page)
+        _assignment_row(formgrader).locator(".num-submissions a", has_text="2").click()
+        graded = _press(formgrader, _submission_row(formgrader, name), "autograde",
+                        timeout=GRADE_MS)
+        _screenshot(page, shots, "formgrader_ta_graded")
+        return graded
+    finally:
+        context.close()
+
+
 # ----------------------------------------------------------------------------- the test
 
 
@@ -418,6 +474,8 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
         # The instructor opens the Formgrader from JupyterLab's menu and releases chapter 2:
         # the gradebook records it, with its points.
         _log_in(page, hub, INSTRUCTOR)
+        carol = pwd.getpwnam(hub.prefix + INSTRUCTOR).pw_uid
+        assert _uids_of_server(INSTRUCTOR) == {carol}, "the instructor's server is not theirs"
         formgrader = _open_formgrader(page)
         row = _assignment_row(formgrader)
         assert "draft" in row.locator(".status").inner_text()
@@ -482,17 +540,31 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
             assert home.stat().st_uid == pwd.getpwnam(hub.prefix + name).pw_uid
             assert home.stat().st_mode & 0o777 == 0o700
 
-        # The instructor collects, then autogrades each learner, with the class's secret.
+        # The instructor collects; the teaching assistant autogrades bob, the instructor
+        # alice, both through the class's grading service, with the class's secret. Meanwhile
+        # the teaching assistant tries, from their own account, to read the secret and to put
+        # someone on the roster.
         page.reload()
         formgrader = _open_formgrader(page)
         collected = _press(formgrader, _assignment_row(formgrader), "collect")
         assert "collected 2 submission(s)" in collected, collected
+        secret = hub.state / "hub" / "autograder_secret"
+        attempts = [_as_staff(hub, TA, "cat", str(secret)),
+                    _as_staff(hub, TA, sys.executable, "-m", "autograder", "hub", "add", "eve")]
+        graded = {"bob": _ta_grades(browser, hub, "bob", tmp_path)}
+        page.reload()
+        formgrader = _open_formgrader(page)
         _assignment_row(formgrader).locator(".num-submissions a", has_text="2").click()
-        for name in LEARNERS:
-            graded = _press(formgrader, _submission_row(formgrader, name), "autograde",
-                            timeout=GRADE_MS)
-            assert f"Successfully autograded '{CHAPTER}' for student '{name}'" in graded
-            assert f"grading with the class's secret from {SECRET_FILE_ENV}" in graded, graded
+        graded["alice"] = _press(formgrader, _submission_row(formgrader, "alice"), "autograde",
+                                 timeout=GRADE_MS)
+        for name, text in graded.items():
+            assert f"Successfully autograded '{CHAPTER}' for student '{name}'" in text
+            assert f"grading with the class's secret from {SECRET_FILE_ENV}" in text, text
+        read, add = (attempt.communicate(timeout=120)[0] for attempt in attempts)
+        assert attempts[0].returncode != 0 and secret.read_text().strip() not in read, read
+        assert attempts[1].returncode == 1, add
+        assert "a teaching assistant may not ask for roster" in add, add
+        assert "eve" not in (hub.state / "learners.txt").read_text()
 
         # The submissions list: names from the roster, scores out of the chapter's points,
         # and each submission's flags with their reasons.

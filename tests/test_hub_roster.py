@@ -19,7 +19,7 @@ import pytest
 
 from autograder.cli import main
 from autograder.hub.auth import RosterAuthenticator
-from autograder.hub.classroom import PREFIX_ENV, ROLES, STATE_ENV, Classroom
+from autograder.hub.classroom import PREFIX_ENV, STATE_ENV, Classroom
 
 
 @pytest.fixture
@@ -30,9 +30,10 @@ def classroom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Class
     monkeypatch.setenv(PREFIX_ENV, prefix)
     room = Classroom.from_env()
     yield room
-    for role in ROLES:
-        for name in room.roster(role):
-            subprocess.run(["userdel", room.account(name)], capture_output=True, check=False)
+    # Every account of this test, on the roster or taken off it.
+    for entry in pwd.getpwall():
+        if entry.pw_name.startswith(prefix):
+            subprocess.run(["userdel", entry.pw_name], capture_output=True, check=False)
     subprocess.run(["groupdel", room.staff_group], capture_output=True, check=False)
 
 
@@ -172,9 +173,10 @@ def test_a_learner_cannot_read_the_class_secret(classroom: Classroom) -> None:
 
 
 def open_the_way(path: Path) -> None:
-    """Let every account pass through the folders above ``path`` (pytest makes its temporary
-    folders private to root): the staff's servers and clients run as their own accounts."""
-    for folder in path.parents:
+    """Let every account pass through ``path`` and the folders above it (pytest makes its
+    temporary folders private to root): the staff's servers and clients run as their own
+    accounts."""
+    for folder in (path, *path.parents):
         if folder.stat().st_uid == 0 and not folder.stat().st_mode & 0o001:
             folder.chmod(folder.stat().st_mode | 0o011)
 

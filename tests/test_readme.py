@@ -162,8 +162,9 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     r"^make test$": (MAKE_DRY_RUN, CI_IS_MAKE_TEST),
     r"^(sudo )?make hub$": (MAKE_DRY_RUN, HUB),
     r"^make hub HUB_(URL|STATE)=\S+$": (HERE + "test_make_hub_takes_its_address_and_state",),
-    r"^sudo \.venv/bin/python -m autograder hub add [a-z ]+( --instructor)?$": (
-        HUB, "tests/test_hub_roster.py::test_add_creates_accounts_and_prints_passwords_once"),
+    r"^sudo \.venv/bin/python -m autograder hub add [a-z ]+( --instructor| --ta)?$": (
+        HUB, "tests/test_hub_roster.py::test_add_creates_accounts_and_prints_passwords_once",
+        "tests/test_hub_roster.py::test_the_grading_service_does_what_each_role_may"),
     # The same steps from a root shell: the commands as tested below, on a course folder (and
     # the hub's secret file, which the Formgrader's grading in HUB uses too).
     r"^sudo \.venv/bin/python -m autograder release ch02 --exchange \S+ --course-dir \S+$": (

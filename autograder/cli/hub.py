@@ -77,7 +77,8 @@ def _hub_secret(classroom, rotate: bool) -> int:
     if rotate:
         print(f"wrote a new grading secret to {path}. Chapters graded from now on draw new "
               "hidden inputs (grade a chapter's whole class with one secret).")
-    print(f"The class's grading secret is in {path} (root only). Instructors' servers on the "
-          "hub use it; from a shell on this machine, grade with\n"
+    print(f"The class's grading secret is in {path} (root only). The hub's grading service "
+          "grades with it for instructors and teaching assistants; from a root shell on this "
+          "machine, grade with\n"
           f"  sudo {SECRET_FILE_ENV}={path} .venv/bin/python -m autograder autograde ...")
     return 0

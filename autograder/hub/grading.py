@@ -44,6 +44,7 @@ import pwd
 import socket
 import socketserver
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,8 +62,9 @@ ALLOWED = {
     "release": ("instructor",),
     "roster": ("instructor",),
 }
-ROLE_NAMES = {"instructor": "an instructor", "ta": "a teaching assistant",
-              "learner": "a learner"}
+ROLE_NAMES = {"instructor": ("an instructor", "instructors"),
+              "ta": ("a teaching assistant", "teaching assistants"),
+              "learner": ("a learner", "learners")}
 MAX_REQUEST_BYTES = 64 * 1024
 
 
@@ -132,8 +134,8 @@ def authorize(role: str, op: str) -> None:
     if op not in ALLOWED:
         raise StepError(f"unknown request {op!r}; the grading service does {', '.join(ALLOWED)}")
     if role != "root" and role not in ALLOWED[op]:
-        raise StepError(f"{ROLE_NAMES[role]} may not ask for {op}: only "
-                        f"{' and '.join(ROLE_NAMES[r] + 's' for r in ALLOWED[op])} may")
+        raise StepError(f"{ROLE_NAMES[role][0]} may not ask for {op}: only "
+                        f"{' and '.join(ROLE_NAMES[r][1] for r in ALLOWED[op])} may")
 
 
 def run_request(classroom: Classroom, uid: int, request: dict[str, Any],
@@ -147,7 +149,7 @@ def run_request(classroom: Classroom, uid: int, request: dict[str, Any],
     op = str(request.get("op", ""))
     print(f"grading service: {name} ({role}) asks for {op}", flush=True)
     authorize(role, op)
-    STEPS[op](classroom, request, log)
+    STEPS[op](classroom, request, log, uid)
 
 
 def _chapter(request: dict[str, Any]) -> str:
@@ -169,7 +171,8 @@ def _names(request: dict[str, Any], key: str) -> list[str] | None:
     return names
 
 
-def _autograde(classroom: Classroom, request: dict[str, Any], log: logging.Logger) -> None:
+def _autograde(classroom: Classroom, request: dict[str, Any], log: logging.Logger,
+               uid: int) -> None:
     # Loaded in the request's child: grading imports what the service itself never needs.
     from autograder.grade.secret import SecretError
     from autograder.nbgrader_hooks.steps import grade_one, prepare_grading
@@ -185,29 +188,41 @@ def _autograde(classroom: Classroom, request: dict[str, Any], log: logging.Logge
         raise StepError(str(exc)) from exc
     for student in students:
         grade_one(course, student, chapter, log)
+        # nbgrader, in the caller's server, then sets the modes of what was graded, which only
+        # the files' owner may do.
+        _hand_over(course.step_dir("autograded", student, chapter), uid)
 
 
-def _collect(classroom: Classroom, request: dict[str, Any], log: logging.Logger) -> None:
+def _hand_over(folder: Path, uid: int) -> None:
+    """Make the account ``uid`` the owner of ``folder`` and everything in it."""
+    for path in (folder, *folder.rglob("*")):
+        os.lchown(path, uid, -1)
+
+
+def _collect(classroom: Classroom, request: dict[str, Any], log: logging.Logger,
+             uid: int) -> None:
     from autograder.nbgrader_hooks.steps import collect_chapter
 
     collect_chapter(classroom.course, _chapter(request), classroom.exchange, log)
 
 
-def _release(classroom: Classroom, request: dict[str, Any], log: logging.Logger) -> None:
+def _release(classroom: Classroom, request: dict[str, Any], log: logging.Logger,
+             uid: int) -> None:
     from autograder.nbgrader_hooks.steps import release_chapter
 
     release_chapter(classroom.course, _chapter(request), classroom.exchange, log)
 
 
-def _release_feedback(classroom: Classroom, request: dict[str, Any],
-                      log: logging.Logger) -> None:
+def _release_feedback(classroom: Classroom, request: dict[str, Any], log: logging.Logger,
+                      uid: int) -> None:
     from autograder.nbgrader_hooks.steps import release_chapter_feedback
 
     release_chapter_feedback(classroom.course, _chapter(request), classroom.exchange,
                              _names(request, "students"), log)
 
 
-def _roster(classroom: Classroom, request: dict[str, Any], log: logging.Logger) -> None:
+def _roster(classroom: Classroom, request: dict[str, Any], log: logging.Logger,
+            uid: int) -> None:
     role = request.get("role", "learner")
     if role not in ROLES:
         raise StepError(f"unknown role {role!r}; use one of {', '.join(ROLES)}")
@@ -220,7 +235,8 @@ def _roster(classroom: Classroom, request: dict[str, Any], log: logging.Logger) 
         log.info("%s", line)
 
 
-STEPS: dict[str, Callable[[Classroom, dict[str, Any], logging.Logger], None]] = {
+# Each step: the class, the request, the log sent back, and the account that asked.
+STEPS: dict[str, Callable[[Classroom, dict[str, Any], logging.Logger, int], None]] = {
     "autograde": _autograde, "collect": _collect, "release_feedback": _release_feedback,
     "release": _release, "roster": _roster,
 }
@@ -253,6 +269,9 @@ class _Handler(socketserver.StreamRequestHandler):
             answer = {"ok": False, "error": str(exc)}
         except (ValueError, AttributeError) as exc:
             answer = {"ok": False, "error": f"not a request of the grading service: {exc}"}
+        except Exception as exc:  # the caller is told, and the hub's log has the traceback
+            traceback.print_exc()
+            answer = {"ok": False, "error": f"the grading service failed: {exc!r}"}
         finally:
             # What grading copied keeps its source's modes: the staff must still read it.
             classroom.share_with_staff()

