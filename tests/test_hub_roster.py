@@ -190,8 +190,9 @@ CLIENT = ("import json, socket, sys; s = socket.socket(socket.AF_UNIX); s.connec
 def test_the_grading_service_does_what_each_role_may(classroom: Classroom) -> None:
     """The service knows who asks from the kernel (the account), and runs only what the
     account's role may: a teaching assistant grades but cannot change the roster, an instructor
-    can, a learner can do neither. The staff's accounts share the course folder as a group,
-    and none of them can read the secret or write the roster."""
+    can (here with the commands in their terminal), a learner can do neither. The staff's
+    accounts share the course folder as a group, and none of them can read the secret or write
+    the roster."""
     from autograder.hub.grading import grading_service
 
     accounts = {}
@@ -227,9 +228,13 @@ def test_the_grading_service_does_what_each_role_may(classroom: Classroom) -> No
         assert "may not" in ask("alice", op="autograde", chapter="ch02_attention")["error"]
         escape = ask("dave", op="autograde", chapter="ch02_attention", students=["../x"])
         assert "a list of user names" in escape["error"], escape
-        added = ask("carol", **add_eve)
-        assert added["ok"] and "eve" in classroom.roster("learner"), added
-        assert re.match(r"eve  \S+$", added["log"][0]), added
+        # The commands in a staff member's terminal ask the service too.
+        graded = as_user("dave", sys.executable, "-m", "autograder", "autograde", "ch02")
+        assert graded.returncode == 1, graded.stdout + graded.stderr
+        assert "autograde failed: nothing to grade" in graded.stderr, graded.stderr
+        added = as_user("carol", sys.executable, "-m", "autograder", "hub", "add", "eve")
+        assert added.returncode == 0, added.stdout + added.stderr
+        assert "eve" in classroom.roster("learner") and "eve" in _passwords(added.stdout)
     finally:
         service.shutdown()
         service.server_close()

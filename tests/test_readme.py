@@ -165,6 +165,11 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     r"^sudo \.venv/bin/python -m autograder hub add [a-z ]+( --instructor| --ta)?$": (
         HUB, "tests/test_hub_roster.py::test_add_creates_accounts_and_prints_passwords_once",
         "tests/test_hub_roster.py::test_the_grading_service_does_what_each_role_may"),
+    # The staff's commands without root, through the class's grading service.
+    r"^python -m autograder hub add \.\.\.$": (
+        HUB, "tests/test_hub_roster.py::test_the_grading_service_does_what_each_role_may"),
+    r"^python -m autograder autograde ch02$": (
+        "tests/test_hub_roster.py::test_the_grading_service_does_what_each_role_may",),
     # The same steps from a root shell: the commands as tested below, on a course folder (and
     # the hub's secret file, which the Formgrader's grading in HUB uses too).
     r"^sudo \.venv/bin/python -m autograder release ch02 --exchange \S+ --course-dir \S+$": (
