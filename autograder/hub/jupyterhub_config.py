@@ -37,11 +37,10 @@ if os.geteuid() != 0:
                      "account, which needs root: run `sudo make hub`.")
 
 # What the hub, its services and the servers make is their group's to share: the course folder
-# is the staff group's (Classroom.share_with_staff).
+# is the staff group's (the grading service gives it to them, Classroom.share_with_staff).
 os.umask(0o002)
 classroom = Classroom.from_env()
 classroom.prepare()
-classroom.share_with_staff()
 # The class's grading secret, made on the first start; only the grading service reads it.
 classroom.ensure_secret()
 learners, instructors = classroom.roster("learner"), classroom.roster("instructor")
