@@ -24,8 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from autograder.grade.gradebook import quiet_gradebook, read_scores
     from autograder.grade.run import autograde
     from autograder.grade.secret import SecretError, require_grading_secret
-    from autograder.hub.classroom import Classroom
-    from autograder.hub.grading import delegated
+    from autograder.hub.classroom import Classroom, delegated
     from autograder.steps.report import summary_table
 
     if jobs_of(args) < 1:

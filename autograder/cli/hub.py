@@ -9,7 +9,7 @@ from pathlib import Path
 
 def run(args: argparse.Namespace) -> int:
     # Loaded when this subcommand runs: each pays only for its own imports.
-    from autograder.hub.classroom import Classroom
+    from autograder.hub.classroom import Classroom, delegated
 
     classroom = Classroom.from_env(args.state)
     if args.action == "secret":
@@ -19,12 +19,12 @@ def run(args: argparse.Namespace) -> int:
             names = classroom.roster(role)
             print(f"{role}s ({len(names)}): {' '.join(names) or '-'}")
         return 0
-    from autograder.hub.grading import ask, delegated
-
     role = "instructor" if args.instructor else "ta" if args.ta else "learner"
     try:
         if delegated(classroom):
             # Not root: the class's grading service changes the roster, for instructors only.
+            from autograder.hub.grading import ask
+
             lines = ask("roster", classroom=classroom, action=args.action, names=args.names,
                         role=role)
         else:

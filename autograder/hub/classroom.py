@@ -148,17 +148,22 @@ class Classroom:
     def share_with_staff(self) -> None:
         """Give the staff group read and write on everything in the course folder (folders
         also setgid, so that what is made there stays the group's). Root only; what grading
-        copies keeps its source's modes, so the grading service calls this after each step."""
+        copies keeps its source's modes, so the grading service calls this after each step.
+        Links are left alone, and each file is changed through its own descriptor: a staff
+        member who puts a link in a file's place changes nothing outside the folder."""
         gid = self.ensure_staff_group()
-        for folder, folders, files in os.walk(self.course_dir):
-            os.chown(folder, -1, gid)
-            os.chmod(folder, os.stat(folder).st_mode & 0o7777 | 0o2070)
-            for name in (*folders, *files):
-                path = os.path.join(folder, name)
-                if os.path.islink(path) or name in folders:
+        for _, _, files, folder in os.fwalk(self.course_dir):
+            _give_group(folder, gid, 0o2070)
+            for name in files:
+                try:
+                    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK,
+                                 dir_fd=folder)
+                except OSError:  # a link, or gone since it was listed
                     continue
-                os.chown(path, -1, gid)
-                os.chmod(path, os.stat(path).st_mode & 0o7777 | 0o060)
+                try:
+                    _give_group(fd, gid, 0o060)
+                finally:
+                    os.close(fd)
 
     # ---- the roster
 
@@ -356,6 +361,28 @@ class Classroom:
         except KeyError:
             _system(["groupadd", self.staff_group])
             return grp.getgrnam(self.staff_group).gr_gid
+
+
+def _give_group(fd: int, gid: int, bits: int) -> None:
+    """Make the open file ``fd`` the group ``gid``'s, adding the mode ``bits``."""
+    os.fchown(fd, -1, gid)
+    os.fchmod(fd, os.fstat(fd).st_mode & 0o7777 | bits)
+
+def grading_socket(classroom: Classroom | None = None) -> Path | None:
+    """The socket of the class's grading service (:mod:`autograder.hub.grading`): the one this
+    process's environment names, else ``classroom``'s when its service is listening; None
+    without either."""
+    if path := os.environ.get(GRADING_SOCKET_ENV):
+        return Path(path)
+    if classroom is not None and classroom.grading_socket.is_socket():
+        return classroom.grading_socket
+    return None
+
+
+def delegated(classroom: Classroom | None = None) -> bool:
+    """Whether this process asks the grading service (:func:`grading_socket`) instead of
+    doing root's steps itself: it is not root, and there is a service to ask."""
+    return os.geteuid() != 0 and grading_socket(classroom) is not None
 
 
 def _system(command: list[str]) -> None:

@@ -6,9 +6,10 @@ user ids, the cgroup) and the class's secret, which only root reads; releasing, 
 handing back feedback write into the exchange and the course as root did. So the hub runs this
 service as root, as it runs the checking service, and the Formgrader's buttons, nbgrader's
 commands and ``python -m autograder autograde`` ask it when they do not run as root
-(:func:`delegated`). It listens on ``<state>/grading/socket``; the kernel tells it which account
-connected (``SO_PEERCRED``, :mod:`autograder.hub.peers`), the account's name is a name on the
-roster (``<prefix><name>``) and the roster gives its role. Each role may ask for:
+(:func:`autograder.hub.classroom.delegated`). It listens on ``<state>/grading/socket``; the
+kernel tells it which account connected (``SO_PEERCRED``, :mod:`autograder.hub.peers`), the
+account's name is a name on the roster (``<prefix><name>``) and the roster gives its role. Each
+role may ask for:
 
 =====================  ==========  ===================  =======
 request                instructor  teaching assistant   learner
@@ -50,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.course import CHAPTERS
-from autograder.hub.classroom import GRADING_SOCKET_ENV, NAME, ROLES, Classroom
+from autograder.hub.classroom import NAME, ROLES, Classroom, grading_socket
 from autograder.hub.peers import peer_credentials, prepare_socket
 from autograder.nbgrader_hooks.steps import StepError
 
@@ -66,22 +67,6 @@ ROLE_NAMES = {"instructor": ("an instructor", "instructors"),
               "ta": ("a teaching assistant", "teaching assistants"),
               "learner": ("a learner", "learners")}
 MAX_REQUEST_BYTES = 64 * 1024
-
-
-def grading_socket(classroom: Classroom | None = None) -> Path | None:
-    """The socket of the class's grading service: the one this process's environment names,
-    else ``classroom``'s when its service is listening; None without either."""
-    if path := os.environ.get(GRADING_SOCKET_ENV):
-        return Path(path)
-    if classroom is not None and classroom.grading_socket.is_socket():
-        return classroom.grading_socket
-    return None
-
-
-def delegated(classroom: Classroom | None = None) -> bool:
-    """Whether this process asks the grading service (:func:`grading_socket`) instead of
-    doing root's steps itself: it is not root, and there is a service to ask."""
-    return os.geteuid() != 0 and grading_socket(classroom) is not None
 
 
 def ask(op: str, log: logging.Logger | None = None, classroom: Classroom | None = None,

@@ -68,7 +68,8 @@ from traitlets import Bool
 from autograder.course import Course
 from autograder.grade.learner import strip_for_learners
 from autograder.grade.secret import SecretError
-from autograder.hub.grading import ask, delegated, grading_socket
+from autograder.hub.classroom import delegated, grading_socket
+from autograder.hub.grading import ask
 from autograder.nbgrader_hooks.steps import (
     StepError,
     collect_chapter,
