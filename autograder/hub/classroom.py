@@ -15,7 +15,7 @@ checkout unless ``TRANSFORMER_HUB_STATE`` or ``make hub STATE=...`` names anothe
     <state>/grading/socket  the grading service that grades for instructors and teaching
                             assistants (autograder.hub.grading)
     <state>/home/<name>/    each user's files: a learner's chapters, JupyterLab settings
-                            (a learner's own system account, 0700)
+                            (the user's own system account, 0700)
     <state>/instructors.txt, <state>/tas.txt, <state>/learners.txt    the roster, one name
                             per line (root, 0644)
 
