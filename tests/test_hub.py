@@ -50,7 +50,6 @@ import nbformat
 import pytest
 from ci_env import in_ci
 from test_browser import KERNEL_IDLE_JS, UI_MS, _screenshot
-from test_hub_roster import open_the_way
 
 from autograder.course import COURSE_ID
 from autograder.exercises.checking import SECRET_ENV, SECRET_FILE_ENV
@@ -172,7 +171,6 @@ def hub(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
     if not PROXY.is_file():
         _needs(f"{PROXY} is missing: run `make proxy` (needs npm)")
     base = tmp_path_factory.mktemp("hub")
-    open_the_way(base)  # the staff's servers run as their own accounts
     state, root = base / "state", base / "course"
     for folder in ("solutions", "notebooks"):
         (root / folder).mkdir(parents=True)

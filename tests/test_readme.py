@@ -168,8 +168,7 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     # The staff's commands without root, through the class's grading service.
     r"^python -m autograder hub add \.\.\.$": (
         HUB, "tests/test_hub_roster.py::test_the_grading_service_does_what_each_role_may"),
-    r"^python -m autograder autograde ch02$": (
-        "tests/test_hub_roster.py::test_the_grading_service_does_what_each_role_may",),
+    r"^python -m autograder autograde ch02$": (HUB,),
     # The same steps from a root shell: the commands as tested below, on a course folder (and
     # the hub's secret file, which the Formgrader's grading in HUB uses too).
     r"^sudo \.venv/bin/python -m autograder release ch02 --exchange \S+ --course-dir \S+$": (

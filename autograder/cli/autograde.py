@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from autograder.cli.options import (
     add_course_options,
@@ -15,6 +16,9 @@ from autograder.cli.options import (
     limits_of,
 )
 from autograder.sandbox.launcher import GraderFaultError, Limits, sandbox_report
+
+if TYPE_CHECKING:
+    from autograder.hub.classroom import Classroom
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,8 +34,9 @@ def run(args: argparse.Namespace) -> int:
     if jobs_of(args) < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
         return 2
-    if delegated(Classroom.from_env()):
-        return _through_grading_service(args)
+    classroom = Classroom.from_env()
+    if delegated(classroom):
+        return _through_grading_service(args, classroom)
     try:
         print(require_grading_secret().notice())
     except SecretError as exc:
@@ -62,14 +67,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _through_grading_service(args: argparse.Namespace) -> int:
+def _through_grading_service(args: argparse.Namespace, classroom: Classroom) -> int:
     """Not root on the class server: the class's grading service grades, one learner after the
     other (see :mod:`autograder.hub.grading`); its log is printed."""
-    from autograder.hub.classroom import Classroom
     from autograder.hub.grading import ask
     from autograder.nbgrader_hooks.steps import StepError
 
-    classroom = Classroom.from_env()
     chapters = chapters_of(args, classroom.course)
     if not chapters:
         print("nothing to grade: no collected submissions in the class's course folder",
