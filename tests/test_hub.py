@@ -396,16 +396,17 @@ def _submission_row(frame: FrameLocator, name: str) -> Locator:
     return frame.locator("#main-table tr", has=frame.locator(".student-id", has_text=name))
 
 
-def _uids_of_server(name: str) -> dict[int, set[str]]:
-    """The real and effective user ids of the processes of ``name``'s server (those whose
-    environment names them as the hub's user), each with the programs that run as it; but
-    bubblewrap's, which sets up the view and hands over to the account's, as for learners."""
-    marker = f"JUPYTERHUB_USER={name}".encode()
+def _uids_of_server(hub: Hub, name: str) -> dict[int, set[str]]:
+    """The real and effective user ids of the processes of ``name``'s server on ``hub`` (those
+    whose environment names them as this hub's user), each with the programs that run as it;
+    but bubblewrap's, which sets up the view and hands over to the account's, as for learners."""
+    markers = {f"JUPYTERHUB_USER={name}".encode(),
+               f"JUPYTERHUB_API_URL=http://127.0.0.1:{hub.ports[1]}/hub/api".encode()}
     uids: dict[int, set[str]] = {}
     for proc in Path("/proc").glob("[0-9]*"):
         with contextlib.suppress(OSError):
             program = (proc / "cmdline").read_bytes().split(b"\0")[0].decode()
-            if (marker in (proc / "environ").read_bytes().split(b"\0")
+            if (markers <= set((proc / "environ").read_bytes().split(b"\0"))
                     and not program.endswith("/bwrap")):
                 status = (proc / "status").read_text()
                 for uid in re.search(r"^Uid:\s+(\d+)\s+(\d+)", status, flags=re.M).groups():
@@ -458,7 +459,7 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
         _log_in(page, hub, INSTRUCTOR)
         carol = pwd.getpwnam(hub.prefix + INSTRUCTOR).pw_uid
         deadline = time.monotonic() + 10  # a view being set up is root's for a moment
-        while (uids := _uids_of_server(INSTRUCTOR)).keys() != {carol}:
+        while (uids := _uids_of_server(hub, INSTRUCTOR)).keys() != {carol}:
             assert time.monotonic() < deadline, f"the instructor's server is not theirs: {uids}"
             time.sleep(0.5)
         formgrader = _open_formgrader(page)
