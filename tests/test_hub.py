@@ -3,7 +3,7 @@
 The hub starts as the Makefile starts it (``jupyterhub -f autograder/hub/jupyterhub_config.py``,
 the proxy from build/proxy), once, on free localhost ports, with a state folder of its own and
 system accounts under a prefix of this run (removed at the end). Its environment holds no
-grading secret: grading uses the class's own, which the hub made and gives instructors' servers.
+grading secret: grading uses the class's own, which the hub made and gives its grading service.
 
 * The instructor creates the class (``python -m autograder hub add``), logs in, opens the
   Formgrader from JupyterLab's Nbgrader menu (in JupyterLab's own frame) and releases chapter 2.
@@ -14,9 +14,13 @@ grading secret: grading uses the class's own, which the hub made and gives instr
   Formgrader) and alice, in a fresh kernel, finds and imports it (and her Assignment List no
   longer submits the chapter), while bob, given an extension on the chapter's Manage
   Submissions page after the release, still cannot.
-* The instructor, in the Formgrader, collects, autogrades each learner (with the class's
-  secret), reads the flags in the submissions list and on bob's page (formulas typeset with
-  nothing fetched from outside the hub), generates and releases the feedback of the chapter.
+* The instructor's server runs as the instructor's own account, not root. In the Formgrader,
+  the instructor collects; a teaching assistant autogrades bob from a terminal of theirs and
+  the instructor alice in the Formgrader, each through the class's grading service (with the
+  class's secret, which neither can read; nor can the teaching assistant change the roster);
+  the instructor reads the flags in the submissions list and on bob's page (formulas typeset
+  with nothing fetched from outside the hub), generates and releases the feedback of the
+  chapter.
 * alice fetches her feedback, opens it from the Assignment List's "(view feedback)" and reads
   it, and cannot reach bob's.
 
@@ -66,6 +70,7 @@ EXERCISE = "ch02.softmax"
 BUG = "softmax_axis_ignored"
 LEARNERS = ("alice", "bob")
 INSTRUCTOR = "carol"
+TA = "dave"
 HUB_START_S = 90
 SPAWN_MS = 180_000
 VALIDATE_MS = 180_000
@@ -181,11 +186,12 @@ def hub(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
     server = Hub(state, root, env, {}, prefix, (free_port(), free_port(), free_port()),
                  base / "hub.log")
     try:
-        for names, extra in ((LEARNERS, ()), ((INSTRUCTOR,), ("--instructor",))):
+        for names, extra in ((LEARNERS, ()), ((INSTRUCTOR,), ("--instructor",)),
+                             ((TA,), ("--ta",))):
             out = _run("hub", "add", *names, *extra, env=env)
-            server.accounts += [prefix + name for name in names if name in LEARNERS]
+            server.accounts += [prefix + name for name in names]
             server.passwords.update(re.findall(r"^(\w+)  (\S+)$", out, flags=re.M))
-        assert sorted(server.passwords) == sorted([*LEARNERS, INSTRUCTOR])
+        assert sorted(server.passwords) == sorted([*LEARNERS, INSTRUCTOR, TA])
         server.start()
         yield server
     finally:
@@ -193,6 +199,7 @@ def hub(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
         print(f"hub log: {server.log}")
         for account in server.accounts:
             subprocess.run(["userdel", account], capture_output=True, check=False)
+        subprocess.run(["groupdel", f"{prefix}staff"], capture_output=True, check=False)
 
 
 # ----------------------------------------------------------------------------- the browser side
@@ -396,6 +403,38 @@ def _submission_row(frame: FrameLocator, name: str) -> Locator:
     return frame.locator("#main-table tr", has=frame.locator(".student-id", has_text=name))
 
 
+def _uids_of_server(hub: Hub, name: str) -> dict[int, set[str]]:
+    """The real and effective user ids of the processes of ``name``'s server on ``hub`` (those
+    whose environment names them as this hub's user), each with the programs that run as it;
+    but bubblewrap's, which sets up the view and hands over to the account's, as for learners."""
+    markers = {f"JUPYTERHUB_USER={name}".encode(),
+               f"JUPYTERHUB_API_URL=http://127.0.0.1:{hub.ports[1]}/hub/api".encode()}
+    uids: dict[int, set[str]] = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            program = (proc / "cmdline").read_bytes().split(b"\0")[0].decode()
+            if (markers <= set((proc / "environ").read_bytes().split(b"\0"))
+                    and not program.endswith("/bwrap")):
+                status = (proc / "status").read_text()
+                for uid in re.search(r"^Uid:\s+(\d+)\s+(\d+)", status, flags=re.M).groups():
+                    uids.setdefault(int(uid), set()).add(program)
+    return uids
+
+
+def _as_staff(hub: Hub, name: str, *command: str) -> subprocess.Popen:
+    """Start ``command`` as a terminal of staff member ``name``'s server would: as their own
+    account, in their view, with the grading service's socket named."""
+    from autograder.hub.classroom import Classroom
+    from autograder.hub.spawner import staff_view
+
+    entry = pwd.getpwnam(hub.prefix + name)
+    view = staff_view(Classroom(hub.state, hub.prefix), name, entry.pw_uid, entry.pw_gid)
+    env = {**hub.env, "HOME": str(hub.state / "home" / name),
+           "TRANSFORMER_GRADING_SOCKET": str(hub.state / "grading" / "socket")}
+    return subprocess.Popen([*view, *command], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
 # ----------------------------------------------------------------------------- the test
 
 
@@ -425,6 +464,11 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
         # The instructor opens the Formgrader from JupyterLab's menu and releases chapter 2:
         # the gradebook records it, with its points.
         _log_in(page, hub, INSTRUCTOR)
+        carol = pwd.getpwnam(hub.prefix + INSTRUCTOR).pw_uid
+        deadline = time.monotonic() + 10  # a view being set up is root's for a moment
+        while (uids := _uids_of_server(hub, INSTRUCTOR)).keys() != {carol}:
+            assert time.monotonic() < deadline, f"the instructor's server is not theirs: {uids}"
+            time.sleep(0.5)
         formgrader = _open_formgrader(page)
         row = _assignment_row(formgrader)
         assert "draft" in row.locator(".status").inner_text()
@@ -503,17 +547,32 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
             assert home.stat().st_uid == pwd.getpwnam(hub.prefix + name).pw_uid
             assert home.stat().st_mode & 0o777 == 0o700
 
-        # The instructor collects, then autogrades each learner, with the class's secret.
+        # The instructor collects; the teaching assistant autogrades bob from a terminal of
+        # theirs, the instructor alice in the Formgrader, both through the class's grading
+        # service, with the class's secret. Meanwhile the teaching assistant tries to read the
+        # secret and to put someone on the roster.
         page.reload()
         formgrader = _open_formgrader(page)
         collected = _press(formgrader, _assignment_row(formgrader), "collect")
         assert "collected 2 submission(s)" in collected, collected
+        secret = hub.state / "hub" / "autograder_secret"
+        attempts = [_as_staff(hub, TA, "cat", str(secret)),
+                    _as_staff(hub, TA, sys.executable, "-m", "autograder", "hub", "add", "eve")]
+        by_ta = _as_staff(hub, TA, sys.executable, "-m", "autograder", "autograde", "ch02",
+                          "--student", "bob")
+        graded = by_ta.communicate(timeout=GRADE_MS / 1000)[0]
+        assert by_ta.returncode == 0 and "bob scored 0 of" in graded, graded
+        assert f"grading with the class's secret from {SECRET_FILE_ENV}" in graded, graded
         _assignment_row(formgrader).locator(".num-submissions a", has_text="2").click()
-        for name in LEARNERS:
-            graded = _press(formgrader, _submission_row(formgrader, name), "autograde",
-                            timeout=GRADE_MS)
-            assert f"Successfully autograded '{CHAPTER}' for student '{name}'" in graded
-            assert f"grading with the class's secret from {SECRET_FILE_ENV}" in graded, graded
+        graded = _press(formgrader, _submission_row(formgrader, "alice"), "autograde",
+                        timeout=GRADE_MS)
+        assert f"Successfully autograded '{CHAPTER}' for student 'alice'" in graded
+        assert f"grading with the class's secret from {SECRET_FILE_ENV}" in graded, graded
+        read, add = (attempt.communicate(timeout=120)[0] for attempt in attempts)
+        assert attempts[0].returncode != 0 and secret.read_text().strip() not in read, read
+        assert attempts[1].returncode == 1, add
+        assert "a teaching assistant may not ask for roster" in add, add
+        assert "eve" not in (hub.state / "learners.txt").read_text()
 
         # The submissions list: names from the roster, scores out of the chapter's points,
         # and each submission's flags with their reasons.

@@ -9,7 +9,11 @@ import os
 import pwd
 import re
 import secrets
+import shutil
 import subprocess
+import sys
+import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,9 +32,11 @@ def classroom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Class
     monkeypatch.setenv(PREFIX_ENV, prefix)
     room = Classroom.from_env()
     yield room
-    for role in ("learner", "instructor"):
-        for name in room.roster(role):
-            subprocess.run(["userdel", room.account(name)], capture_output=True, check=False)
+    # Every account of this test, on the roster or taken off it.
+    for entry in pwd.getpwall():
+        if entry.pw_name.startswith(prefix):
+            subprocess.run(["userdel", entry.pw_name], capture_output=True, check=False)
+    subprocess.run(["groupdel", room.staff_group], capture_output=True, check=False)
 
 
 def _passwords(out: str) -> dict[str, str]:
@@ -166,3 +172,80 @@ def test_a_learner_cannot_read_the_class_secret(classroom: Classroom) -> None:
         result = subprocess.run([*prefix, "cat", str(secret)], capture_output=True, text=True,
                                 timeout=60, check=False)
         assert result.returncode != 0 and value not in result.stdout, result
+
+
+@pytest.fixture
+def open_classroom(classroom: Classroom, monkeypatch: pytest.MonkeyPatch) -> Iterator[Classroom]:
+    """The class of ``classroom`` (its accounts' prefix) in a folder that every account may pass
+    through: the staff's clients run as their own accounts, and pytest's temporary folders are
+    root's alone (any pytest that starts makes them so again)."""
+    folder = Path(tempfile.mkdtemp(prefix="class-"))
+    folder.chmod(0o711)
+    monkeypatch.setenv(STATE_ENV, str(folder / "state"))
+    yield Classroom.from_env()
+    shutil.rmtree(folder)
+
+
+# A client of the grading service as small as the wire: one JSON line out, one back.
+CLIENT = ("import json, socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+          "s.sendall(sys.argv[2].encode() + b'\\n'); print(s.makefile().readline())")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the staff's accounts and the service need root")
+def test_the_grading_service_does_what_each_role_may(open_classroom: Classroom) -> None:
+    """The service knows who asks from the kernel (the account), and runs only what the
+    account's role may: a teaching assistant grades but cannot change the roster, an instructor
+    can (here with the commands in their terminal), a learner can do neither. The staff's
+    accounts share the course folder as a group, and none of them can read the secret or write
+    the roster."""
+    from autograder.hub.grading import grading_service
+
+    classroom = open_classroom
+    accounts = {}
+    for name, role in (("carol", "instructor"), ("dave", "ta"), ("alice", "learner")):
+        classroom.add([name], role)
+        accounts[name] = classroom.ensure_account(name, role)
+    secret = classroom.ensure_secret()
+    service = grading_service(classroom)
+    threading.Thread(target=service.serve_forever, daemon=True).start()
+
+    def as_user(name: str, *command: str) -> subprocess.CompletedProcess:
+        entry = accounts[name]
+        return subprocess.run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}",
+                               "--init-groups", "--", *command], capture_output=True,
+                              text=True, timeout=60, check=False)
+
+    def ask(name: str, **request: object) -> dict:
+        result = as_user(name, sys.executable, "-I", "-c", CLIENT,
+                         str(classroom.grading_socket), json.dumps(request))
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    try:
+        add_eve = {"op": "roster", "action": "add", "names": ["eve"], "role": "learner"}
+        refused = ask("dave", **add_eve)
+        assert not refused["ok"] and "a teaching assistant may not ask for roster" in (
+            refused["error"]), refused
+        assert "eve" not in classroom.roster("learner")
+        # Grading is the teaching assistant's to ask: refused for want of work, not of rights.
+        nothing = ask("dave", op="autograde", chapter="ch02_attention")
+        assert not nothing["ok"] and "nothing to grade" in nothing["error"], nothing
+        assert "may not" in ask("alice", op="autograde", chapter="ch02_attention")["error"]
+        escape = ask("dave", op="autograde", chapter="ch02_attention", students=["../x"])
+        assert "a list of user names" in escape["error"], escape
+        # The commands in a staff member's terminal ask the service too (the hub's test grades
+        # with `autograde` there).
+        added = as_user("carol", sys.executable, "-m", "autograder", "hub", "add", "eve")
+        assert added.returncode == 0, added.stdout + added.stderr
+        assert "eve" in classroom.roster("learner") and "eve" in _passwords(added.stdout)
+    finally:
+        service.shutdown()
+        service.server_close()
+    course_file = classroom.course_dir / "written-by-dave"
+    for name in ("carol", "dave"):
+        assert as_user(name, "cat", str(secret)).returncode != 0
+        assert as_user(name, "sh", "-c", f"echo mallory >> {classroom.roster_file('ta')}"
+                       ).returncode != 0
+    assert as_user("dave", "touch", str(course_file)).returncode == 0
+    assert as_user("alice", "touch", str(course_file)).returncode != 0
+    assert classroom.roster("ta") == ["dave"]

@@ -162,8 +162,13 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     r"^make test$": (MAKE_DRY_RUN, CI_IS_MAKE_TEST),
     r"^(sudo )?make hub$": (MAKE_DRY_RUN, HUB),
     r"^make hub HUB_(URL|STATE)=\S+$": (HERE + "test_make_hub_takes_its_address_and_state",),
-    r"^sudo \.venv/bin/python -m autograder hub add [a-z ]+( --instructor)?$": (
-        HUB, "tests/test_hub_roster.py::test_add_creates_accounts_and_prints_passwords_once"),
+    r"^sudo \.venv/bin/python -m autograder hub add [a-z ]+( --instructor| --ta)?$": (
+        HUB, "tests/test_hub_roster.py::test_add_creates_accounts_and_prints_passwords_once",
+        "tests/test_hub_roster.py::test_the_grading_service_does_what_each_role_may"),
+    # The staff's commands without root, through the class's grading service.
+    r"^python -m autograder hub add \.\.\.$": (
+        HUB, "tests/test_hub_roster.py::test_the_grading_service_does_what_each_role_may"),
+    r"^python -m autograder autograde ch02$": (HUB,),
     # What each learner's server may use (tests/benchmarks/test_class_load.py runs the hub
     # with limits set this way).
     r"^sudo \.venv/bin/python -m autograder hub limits( --[a-z-]+ \d+)*$": (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from autograder.cli.options import (
     add_course_options,
@@ -16,6 +17,9 @@ from autograder.cli.options import (
 )
 from autograder.sandbox.launcher import GraderFaultError, Limits, sandbox_report
 
+if TYPE_CHECKING:
+    from autograder.hub.classroom import Classroom
+
 
 def run(args: argparse.Namespace) -> int:
     # Loaded when this subcommand runs: each pays only for its own imports.
@@ -24,11 +28,15 @@ def run(args: argparse.Namespace) -> int:
     from autograder.grade.gradebook import quiet_gradebook, read_scores
     from autograder.grade.run import autograde
     from autograder.grade.secret import SecretError, require_grading_secret
+    from autograder.hub.classroom import Classroom, delegated
     from autograder.steps.report import summary_table
 
     if jobs_of(args) < 1:
         print(f"--jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
         return 2
+    classroom = Classroom.from_env()
+    if delegated(classroom):
+        return _through_grading_service(args, classroom)
     try:
         print(require_grading_secret().notice())
     except SecretError as exc:
@@ -59,13 +67,36 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _through_grading_service(args: argparse.Namespace, classroom: Classroom) -> int:
+    """Not root on the class server: the class's grading service grades, one learner after the
+    other (see :mod:`autograder.hub.grading`); its log is printed."""
+    from autograder.hub.grading import ask
+    from autograder.nbgrader_hooks.steps import StepError
+
+    chapters = chapters_of(args, classroom.course)
+    if not chapters:
+        print("nothing to grade: no collected submissions in the class's course folder",
+              file=sys.stderr)
+        return 1
+    for chapter in chapters:
+        try:
+            lines = ask("autograde", classroom=classroom, chapter=chapter,
+                        students=args.student)
+        except StepError as exc:
+            print(f"autograde failed: {exc}", file=sys.stderr)
+            return 1
+        print("\n".join(lines))
+    return 0
+
+
 def add(subparsers: argparse._SubParsersAction) -> None:
     defaults = Limits()
     parser = subparsers.add_parser(
         "autograde", help="grade collected submissions in the sandbox",
         description="Restore test cells, run each submission in the sandbox, verify every "
                     "graded function outside the notebook, store scores in the gradebook and "
-                    "flags with their reasons; print a summary table.")
+                    "flags with their reasons; print a summary table. Not as root on the class "
+                    "server, the class's grading service grades its course folder instead.")
     parser.add_argument("chapter", type=chapter_or_all, metavar="CHAPTER|all")
     add_workers_options(parser, jobs=1)
     parser.add_argument("--student", action="append", help="only this learner (repeatable)")

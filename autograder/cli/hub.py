@@ -10,7 +10,7 @@ from pathlib import Path
 
 def run(args: argparse.Namespace) -> int:
     # Loaded when this subcommand runs: each pays only for its own imports.
-    from autograder.hub.classroom import Classroom
+    from autograder.hub.classroom import Classroom, delegated
 
     classroom = Classroom.from_env(args.state)
     if args.action == "secret":
@@ -18,51 +18,36 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "limits":
         return _hub_limits(classroom, args)
     if args.action == "list":
-        for role in ("instructor", "learner"):
+        for role in ("instructor", "ta", "learner"):
             names = classroom.roster(role)
             print(f"{role}s ({len(names)}): {' '.join(names) or '-'}")
         return 0
-    if not args.names:
-        print(f"hub {args.action}: name at least one user", file=sys.stderr)
-        return 2
-    if args.action == "remove":
-        removed = classroom.remove(args.names)
-        print(f"took {len(removed)} name(s) off the roster of {classroom.state}: they can no "
-              "longer log in. Their files and system accounts stay (userdel removes one).")
-        return 0
-    if args.action == "password":
-        unknown = [name for name in args.names if classroom.role_of(name) is None]
-        if unknown:
-            print(f"hub password: not on the roster: {' '.join(unknown)}; add them with "
-                  "`python -m autograder hub add NAME`", file=sys.stderr)
-            return 1
-        for name in args.names:
-            print(f"{name}  {classroom.new_password(name)}")
-        return 0
-    role = "instructor" if args.instructor else "learner"
+    role = "instructor" if args.instructor else "ta" if args.ta else "learner"
     try:
-        classroom.add(args.names, role)
-        for name in args.names:
-            if role == "learner":
-                classroom.ensure_account(name)
-            if not classroom.has_password(name):
-                print(f"{name}  {classroom.new_password(name)}")
+        if delegated(classroom):
+            # Not root: the class's grading service changes the roster, for instructors only.
+            from autograder.hub.grading import ask
+
+            lines = ask("roster", classroom=classroom, action=args.action, names=args.names,
+                        role=role)
+        else:
+            lines = classroom.change_roster(args.action, args.names, role)
     except (ValueError, PermissionError, RuntimeError) as exc:
-        print(f"hub add failed: {exc}", file=sys.stderr)
+        print(f"hub {args.action} failed: {exc}", file=sys.stderr)
         return 1
-    print(f"{len(args.names)} {role}(s) on the roster of {classroom.state}; each new one's "
-          "password is printed above (hand it to them). They log in at <hub address>/hub/login.")
+    print("\n".join(lines))
     return 0
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``hub add|password|remove|list|secret|limits [NAME ...] [--instructor] [--rotate]
-    [--memory-mb N] [--cpu-weight N] [--max-processes N]``."""
+    """Add ``hub add|password|remove|list|secret|limits [NAME ...] [--instructor|--ta]
+    [--rotate] [--memory-mb N] [--cpu-weight N] [--max-processes N]``."""
     parser = subparsers.add_parser(
         "hub", help="the roster, grading secret and limits of the class server (make hub)",
         description="add: put learners (or --instructor instructors) on the class server's "
-                    "roster and print a password for each new one (learners also get their "
-                    "system account and home folder; needs root). password: print a new "
+                    "roster and print a password for each new one, --ta teaching assistants (each "
+                    "gets a system account and home folder; needs root, or an instructor's "
+                    "account while the hub runs). password: print a new "
                     "password. remove: take names off the roster (their files stay). list: "
                     "print the roster. secret: print where the class's grading secret is "
                     "(created if missing; --rotate writes a new one). limits: print what each "
@@ -74,8 +59,12 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                                                "limits"))
     parser.add_argument("names", nargs="*", metavar="NAME",
                         help="user names: lower-case letters, digits, '-' and '_'")
-    parser.add_argument("--instructor", action="store_true",
-                        help="add them as instructors (the hub's admins) instead of learners")
+    role = parser.add_mutually_exclusive_group()
+    role.add_argument("--instructor", action="store_true",
+                      help="add them as instructors (the hub's admins) instead of learners")
+    role.add_argument("--ta", action="store_true",
+                      help="add them as teaching assistants (they grade and write feedback; "
+                           "they cannot change the roster or read the grading secret)")
     parser.add_argument("--rotate", action="store_true",
                         help="secret: replace the grading secret with a new random one")
     for limit, what in (("memory-mb", "memory cap of each learner's server, in MiB"),
@@ -100,8 +89,9 @@ def _hub_secret(classroom, rotate: bool) -> int:
     if rotate:
         print(f"wrote a new grading secret to {path}. Chapters graded from now on draw new "
               "hidden inputs (grade a chapter's whole class with one secret).")
-    print(f"The class's grading secret is in {path} (root only). Instructors' servers on the "
-          "hub use it; from a shell on this machine, grade with\n"
+    print(f"The class's grading secret is in {path} (root only). The hub's grading service "
+          "grades with it for instructors and teaching assistants; from a root shell on this "
+          "machine, grade with\n"
           f"  sudo {SECRET_FILE_ENV}={path} .venv/bin/python -m autograder autograde ...")
     return 0
 

@@ -8,7 +8,7 @@ plain ``nbgrader autograde``, the Formgrader's Autograde) first calls
 
 * ``AUTOGRADER_SECRET``: the secret itself, in the grader's environment; or
 * ``AUTOGRADER_SECRET_FILE``: a file holding it, which only its owner may read (mode 0600). The
-  class server keeps one in its state folder and gives its path to instructors' servers
+  class server keeps one in its state folder and gives its path to its grading service
   (:meth:`autograder.hub.classroom.Classroom.ensure_secret`);
 
 and refuses, naming the variable and the fix, a secret that is unset, empty, the development
@@ -42,9 +42,11 @@ DEVELOPMENT_ENV = "AUTOGRADER_DEVELOPMENT"
 MIN_LENGTH = 16
 NEW_SECRET = "python3 -c 'import secrets; print(secrets.token_hex(32))'"
 SET_A_SECRET = (
-    f"On the class server (make hub) an instructor's JupyterLab has the class's secret already; "
-    f"from a shell there, run `sudo {SECRET_FILE_ENV}=<state>/hub/autograder_secret "
-    f"python -m autograder ...` (`python -m autograder hub secret` prints the path). Elsewhere, "
+    f"On the class server (make hub) the class's grading service grades with the class's "
+    f"secret for instructors and teaching assistants (the Formgrader's Autograde, `python -m "
+    f"autograder autograde` in their JupyterLab's terminal); from a root shell there, run `sudo "
+    f"{SECRET_FILE_ENV}=<state>/hub/autograder_secret python -m autograder ...` (`python -m "
+    f"autograder hub secret` prints the path). Elsewhere, "
     f"export a long random secret of your own and keep it for the whole course: `export "
     f"{SECRET_ENV}=$({NEW_SECRET})`, or keep it in a file only you can read (chmod 600) and "
     f"export {SECRET_FILE_ENV}=<that file>.")

@@ -3,7 +3,7 @@
 The instructor adds people with ``python -m autograder hub add NAME ...``, which prints a
 password for each (see :mod:`autograder.hub.classroom`). The hub reads the roster and the
 password hashes at every login, so people added or removed while it runs count at once;
-instructors are the hub's admins.
+instructors are the hub's admins, teaching assistants and learners are not.
 """
 
 from __future__ import annotations

@@ -28,7 +28,6 @@ import os
 import signal
 import socket
 import socketserver
-import struct
 import sys
 import time
 from collections.abc import Sequence
@@ -43,6 +42,7 @@ from autograder.exercises.registry import (
     get_exercise,
     grade_function,
 )
+from autograder.hub.peers import peer_credentials, prepare_socket
 from autograder.sandbox.client import RemoteCallable, SocketPeer
 from autograder.sandbox.learner_errors import WorkerFailedError
 
@@ -181,12 +181,10 @@ class _Service:
     def learner_of(self, request: socket.socket, client_address: Any
                    ) -> tuple[tuple[Any, ...], int | None]:
         """Who asks, and the process to interrupt when their check runs too long: on the Unix
-        socket, the kernel's account (each learner's own), by process for root (instructors'
-        and tests' kernels); over TCP, the kernel's host."""
+        socket, the kernel's account (each user's own), by process for root (the tests'
+        kernels); over TCP, the kernel's host."""
         if request.family == socket.AF_UNIX:
-            credentials = request.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                             struct.calcsize("3i"))
-            pid, uid, _ = struct.unpack("3i", credentials)
+            pid, uid, _ = peer_credentials(request)
             return ("uid", uid, pid if uid == 0 else None), pid
         return ("host", client_address[0]), None
 
@@ -278,9 +276,7 @@ def checking_service(address: str, course: Course | None = None,
         service: _Service = _TcpService((host, int(port)), _Handler)
     else:
         path = Path(address)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.parent.chmod(0o755)
-        path.unlink(missing_ok=True)
+        prepare_socket(path)
         service = _UnixService(str(path), _Handler)
         path.chmod(0o666)  # every learner's kernel connects
     service.course, service.exchange, service.limit_s = course, exchange, limit_s

