@@ -179,9 +179,12 @@ def sealed_for(course: Course, now: datetime | None = None) -> dict[str, set[str
 
 
 def lateness(course: Course, chapter: str, learner: str, submitted: datetime | None,
-             score: float, max_score: float) -> Lateness:
+             score: float, max_score: float, shown: datetime | None = None) -> Lateness:
     """How late ``learner``'s submission of ``chapter`` handed in at ``submitted`` is, and the
-    policy's penalty on its ``score``, ``max_score`` being all the chapter's points."""
+    policy's penalty on its ``score``, ``max_score`` being all the chapter's points.
+
+    ``shown``: when the learner's view on the class server first showed the chapter's answers
+    (a due date set in the past shows them only from then); without it, from the deadline."""
     limit = deadline(course, chapter, learner)
     if submitted is None or limit is None or submitted <= limit:
         return Lateness(0.0, 0.0, ())
@@ -197,13 +200,16 @@ def lateness(course: Course, chapter: str, learner: str, submitted: datetime | N
     when = f"{limit:%Y-%m-%d %H:%M} UTC"
     effect = (f"the late policy ({policy}) takes {penalty:g} of {score:g} points"
               if kind != "none" else "no penalty (late policy: none)")
-    return Lateness(seconds, penalty, (
-        Flag("late", None, f"handed in {_duration(seconds)} after the deadline ({when}); "
-                           f"{effect}"),
-        Flag("submitted_after_answers", None,
-             f"handed in at {submitted:%Y-%m-%d %H:%M} UTC, after {chapter}'s answers became "
-             f"visible to this learner ({when}): check it is the learner's own work"),
-    ))
+    late = Flag("late", None, f"handed in {_duration(seconds)} after the deadline ({when}); "
+                              f"{effect}")
+    visible = max(limit, shown) if shown is not None else limit
+    if submitted <= visible:
+        return Lateness(seconds, penalty, (late,))
+    return Lateness(seconds, penalty, (late, Flag(
+        "submitted_after_answers", None,
+        f"handed in at {submitted:%Y-%m-%d %H:%M:%S} UTC, after {chapter}'s answers became "
+        f"visible to this learner ({visible:%Y-%m-%d %H:%M:%S} UTC): check it is the "
+        "learner's own work")))
 
 
 def _duration(seconds: float) -> str:

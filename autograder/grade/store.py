@@ -20,6 +20,7 @@ from autograder.flags import Flag, write_flags
 from autograder.grade.gradebook import save_grades
 from autograder.grade.learner import Outcome, placeholder
 from autograder.notebook import graded_test_cells, nbgrader_metadata
+from autograder.steps.view import answers_shown_since
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,8 @@ def _late_work(course: Course, student: str, chapter: str, nb: NotebookNode,
     points = sum(float(nbgrader_metadata(c).get("points") or 0) for c in nb.cells
                  if nbgrader_metadata(c).get("grade"))
     late = lateness(course, chapter, student,
-                    None if timestamp is None else timestamp.replace(tzinfo=UTC), score, points)
+                    None if timestamp is None else timestamp.replace(tzinfo=UTC), score, points,
+                    shown=answers_shown_since(course, chapter, student))
     if late.flags:
         notice = nbformat.v4.new_markdown_cell(f"**Late:** {late.flags[0].reason}.")
         notice.id = "late-notice"

@@ -206,11 +206,12 @@ def _stub(module: str, exercise_ids: tuple[str, ...]) -> str:
 CHAPTERS_BY_PREFIX = {chapter[:4]: chapter for chapter in CHAPTERS}
 
 
-def write_view(view: View, folder: Path) -> bool:
+def write_view(view: View, folder: Path, now: datetime | None = None) -> bool:
     """Make ``folder`` hold ``view``, in place (a learner's running server keeps seeing it);
     return whether anything changed. Files are world-readable, folders world-listable. The
     modules and the Jupyter layers come from this installation of the course, which the view
-    stands in for."""
+    stands in for. Its list of the chapters whose answers it shows keeps, for each, the time
+    it first showed them (``now``, default: now, for a chapter new to it)."""
     with tempfile.TemporaryDirectory(prefix="autograder-view-") as scratch:
         staged = Path(scratch)
         for module in view.modules:
@@ -226,8 +227,13 @@ def write_view(view: View, folder: Path) -> bool:
                                 ignore=shutil.ignore_patterns("__pycache__"))
             elif source.is_file():
                 _write(staged / data, source.read_bytes())
-        _write(staged / VISIBLE_ANSWERS_FILE,
-               json.dumps({"chapters": sorted(view.closed)}, indent=1).encode())
+        since = {chapter: shown for chapter, shown in _shown_since(folder).items()
+                 if chapter in view.closed}
+        for chapter in view.closed:
+            since.setdefault(chapter, (now or datetime.now(UTC)).astimezone(UTC).isoformat())
+        _write(staged / VISIBLE_ANSWERS_FILE, json.dumps(
+            {"chapters": sorted(view.closed), "since": dict(sorted(since.items()))},
+            indent=1).encode())
         _write(staged / "view.json", json.dumps(
             {"hidden": {m: list(ids) for m, ids in sorted(view.hidden.items())}},
             indent=1).encode())
@@ -302,6 +308,22 @@ def _synchronise(staged: Path, folder: Path) -> bool:
     return changed
 
 
+def _shown_since(folder: Path) -> dict[str, str]:
+    """Chapter -> when the view in ``folder`` first showed its answers (ISO time); empty for a
+    view never written, or written before it kept the times."""
+    try:
+        return dict(json.loads((folder / VISIBLE_ANSWERS_FILE).read_text()).get("since", {}))
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def answers_shown_since(course: Course, chapter: str, learner: str) -> datetime | None:
+    """When ``learner``'s view of the class first showed ``chapter``'s answers; None when it
+    never did (no class server's view, or the chapter not closed for them yet)."""
+    shown = _shown_since(view_folder(course, learner)).get(chapter)
+    return datetime.fromisoformat(shown) if shown else None
+
+
 def view_folder(course: Course, learner: str | None = None) -> Path:
     """``<course folder>/view``: the learners' view of a class; for a ``learner`` who was
     ever given an extension, their own, ``<course folder>/view-of/<learner>``."""
@@ -316,11 +338,11 @@ def refresh_view(course: Course, exchange: str | os.PathLike | None,
     date with the chapters' states; whether any changed. A chapter closed for the class stays
     open in the view of a learner whose extension is not over."""
     states = chapter_states(course, exchange, now)
-    changed = write_view(plan_view(course, states), view_folder(course))
+    changed = write_view(plan_view(course, states), view_folder(course), now)
     sealed = sealed_for(course, now)
     for learner in sorted({who for _, who in extensions(course)}):
         own = ChapterStates(states.released, states.closed - sealed.get(learner, set()))
-        changed |= write_view(plan_view(course, own), view_folder(course, learner))
+        changed |= write_view(plan_view(course, own), view_folder(course, learner), now)
     return changed
 
 

@@ -37,7 +37,7 @@ from autograder.grade.store import store_outcome
 from autograder.learner.submit import visible_chapters
 from autograder.steps.release import generate, register_assignments
 from autograder.steps.report import export_csv
-from autograder.steps.view import refresh_view, view_folder
+from autograder.steps.view import answers_shown_since, refresh_view, view_folder
 
 CH = "ch02_attention"
 DUE = datetime(2026, 12, 1, 18, 0, tzinfo=UTC)
@@ -125,8 +125,8 @@ def test_grading_marks_late_work_in_the_flags_the_gradebook_and_the_csv(course):
     assert rows["extended"]["flags"] == "" and rows["extended"]["score"] == "7"
     assert (rows["after"]["score"], rows["after"]["late_penalty"]) == ("7", "0")
     assert rows["after"]["flags"] == "late;submitted_after_answers"
-    assert ("handed in at 2026-12-01 18:02 UTC, after ch02_attention's answers became visible "
-            "to this learner (2026-12-01 18:00 UTC)") in rows["after"]["reasons"]
+    assert ("handed in at 2026-12-01 18:02:00 UTC, after ch02_attention's answers became "
+            "visible to this learner (2026-12-01 18:00:00 UTC)") in rows["after"]["reasons"]
     with open_gradebook(course) as gradebook:  # nbgrader's flag, which the Formgrader shows
         assert gradebook.find_submission_notebook(CH, CH, "after").flagged
         assert not gradebook.find_submission_notebook(CH, CH, "on_time").flagged
@@ -159,6 +159,30 @@ def test_a_learner_with_an_extension_keeps_the_answers_sealed_while_the_others_s
     refresh_view(course, exchange, now=DUE + timedelta(days=3))  # the extension is over
     assert "def softmax(" in view_folder(course, "ann").joinpath(*ANSWER).read_text()
     assert visible_chapters(view_folder(course, "ann") / VISIBLE_ANSWERS_FILE) == {CH}
+
+
+def test_work_handed_in_before_the_view_showed_the_answers_is_late_but_not_after_them(
+        course):
+    """A due date set in the past (the Formgrader's field holds minutes, so closing "now"
+    lands up to a minute back) shows the answers only from the view's next refresh: work
+    handed in between is late, and was not written with the answers at hand."""
+    exchange = course.root / "exchange"
+    (exchange / "build-the-transformer" / "outbound" / CH).mkdir(parents=True)
+    shown = DUE + timedelta(seconds=50)
+    refresh_view(course, exchange, now=shown)
+    refresh_view(course, exchange, now=shown + timedelta(hours=1))  # keeps the first time
+    since = answers_shown_since(course, CH, "ann")
+    assert since == shown
+    before = lateness(course, CH, "ann", DUE + timedelta(seconds=30), 7.0, 11.0, shown=since)
+    assert [f.code for f in before.flags] == ["late"]
+    after = lateness(course, CH, "ann", shown + timedelta(seconds=1), 7.0, 11.0, shown=since)
+    assert [f.code for f in after.flags] == ["late", "submitted_after_answers"]
+    assert "18:00:50 UTC" in after.flags[1].reason
+    # Given an extension, ann's own view shows them only once it is over.
+    extend(course, CH, "ann", DUE + timedelta(days=2))
+    refresh_view(course, exchange, now=DUE + timedelta(days=1))
+    assert answers_shown_since(course, CH, "ann") is None
+    assert answers_shown_since(course, CH, "bob") == shown
 
 
 def test_submit_refuses_a_chapter_whose_answers_the_learner_can_read(tmp_path):
