@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.perf_counter()
     sources = similarity.course_sources(Course.of(ROOT))
-    print(f"{len(sources)} units of course code (in both forms)")
+    print(f"{len(sources)} units of course code")
     work = honest_work()
     boilerplate = all_stubs()
     disguise_rates(sources, boilerplate)

@@ -120,13 +120,23 @@ def _side_by_side(number: int, pair: Pair, threshold: float) -> str:
             f"{html.escape(pair.other.source)}</pre></details></td></tr></table>")
 
 
+def _anchors(pair: Pair, seen: set[str]) -> str:
+    """``learner-<id>`` targets before the first pair of each learner it names (the Formgrader
+    links a learner's flags there)."""
+    owners = [c.owner for c in (pair.learner, pair.other) if not c.course and c.owner not in seen]
+    seen.update(owners)
+    return "".join(f'<p id="learner-{html.escape(owner, quote=True)}"></p>' for owner in owners)
+
+
 def render(check: ChapterCheck) -> str:
     """The report's page, sanitised."""
     shown = _shown(check)
     header = "".join(f"<th>{h}</th>" for h in ("#", "cell", "learner", "similar to",
                                                 "similarity", "tokens", ""))
     rows = "\n".join(_row(n, p, check.threshold) for n, p in enumerate(shown, 1))
-    sections = "\n".join(_side_by_side(n, p, check.threshold) for n, p in enumerate(shown, 1))
+    seen: set[str] = set()
+    sections = "\n".join(_anchors(p, seen) + _side_by_side(n, p, check.threshold)
+                         for n, p in enumerate(shown, 1))
     title = f"Copy detection: {check.chapter}"
     page = (f"<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"

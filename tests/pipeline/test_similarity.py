@@ -355,3 +355,39 @@ def test_copy_flags_are_in_the_csv_and_never_in_the_learners_feedback(tmp_path):
         for word in (COPIED_REFERENCE, SIMILAR_SUBMISSIONS, "course's own code", "similarity/",
                      "fay (", "eve ("):
             assert word not in html, (page, word)
+
+
+def test_the_report_shows_every_cells_closest_pairs_and_the_formgrader_links_to_it(tmp_path):
+    """Honest short answers are not flagged, yet each cell's closest pairs are on the page,
+    each learner's reachable by an anchor; the Formgrader serves the page to logged-in users
+    and links each submission's copy flags to it."""
+    from jupyter_server.base.handlers import AuthenticatedFileHandler
+    from nbgrader.coursedir import CourseDirectory
+
+    from autograder.course import course_config
+    from autograder.nbgrader_hooks.formgrader import STATIC, TEMPLATES, CourseFormgrader
+
+    entries = {(h.exercise, h.learner): honest_source(h) for h in HONEST}
+    answers = {"ann": {e: entries[e, "own-a"] for e in ("ch02.softmax", "ch02.causal_mask")},
+               "bob": {"ch02.softmax": entries["ch02.softmax", "literal-a"]}}
+    course_dir = graded_class(tmp_path / "course", "ch02_attention", answers)
+    check = check_chapter(Course.of(ROOT, course_dir), "ch02_attention")
+    assert check.flags == {}
+    page = check.report.read_text(encoding="utf-8")
+    for cell in ("ch02_softmax_solution", "ch02_causal_mask_solution"):
+        assert f"{cell}: ann" in page, cell
+    assert 'id="learner-ann"' in page and 'id="learner-bob"' in page
+
+    config = course_config(ROOT, course_dir)
+    formgrader = CourseFormgrader(config=config)
+    formgrader.coursedir = CourseDirectory(config=config)
+    routes: list[tuple] = []
+    app = type("App", (), {"settings": {"base_url": "/"},
+                           "add_handlers": lambda self, host, found: routes.extend(found)})()
+    formgrader.init_handlers(app)
+    served = next(r for r in routes if r[0] == "/formgrader/course/similarity/(.*)")
+    assert served[1] is AuthenticatedFileHandler
+    assert Path(served[2]["path"]) == check.report.parent
+    assert ("/formgrader/course/similarity/{{ assignment_id }}.html"
+            in (TEMPLATES / "manage_submissions.tpl").read_text(encoding="utf-8"))
+    assert '"#learner-"' in (STATIC / "submissions.js").read_text(encoding="utf-8")
