@@ -324,29 +324,37 @@ def rate(hit: int, total: int) -> str:
 
 def disguise_rates(sources, boilerplate) -> None:
     """Per way of disguise: pastes of the course's code flagged, by library (the solution
-    cells of the dictated exercises apart: an honest literal follower writes them)."""
+    cells of the dictated exercises apart: an honest literal follower writes them), and of
+    the pastes whose verbatim form is flagged (the copies long and rare enough to be evidence),
+    how many are still flagged once disguised."""
     print("\npastes flagged, each way of disguise alone and combined (NumPy, PyTorch; the "
-          "solution cells of dictated exercises apart):")
+          "solution cells of dictated exercises apart; then of the pastes flagged verbatim):")
+    evidence: set[str] = set()
     for way in WAYS:
-        cells = {f"{way} {exercise} {origin}": {cell_of(exercise): disguised(code, way)}
+        cells = {f"{exercise} {origin}": {cell_of(exercise): disguised(code, way)}
                  for exercise, origin, code in originals()}
         hit = {p.learner.owner for p in similarity.reference_pairs(cells, sources, boilerplate)
                if p.flagged(copy_pairs.THRESHOLD)}
+        evidence = evidence or hit
         counts: dict[str, list[int]] = {}
         for learner, answers in cells.items():
-            exercise, origin = learner.split()[-2:]
+            exercise, origin = learner.split()
             key = ("dictated solution" if origin == "solution" and exercise in
                    copy_pairs.DICTATED else library(next(iter(answers))))
-            counts.setdefault(key, [0, 0])[0] += learner in hit
-            counts[key][1] += 1
+            for group in (key, f"{key} flagged verbatim") if learner in evidence else (key,):
+                counts.setdefault(group, [0, 0])[0] += learner in hit
+                counts[group][1] += 1
         print(f"  {way:22} " + "   ".join(f"{key} {rate(*counts[key])}"
                                            for key in sorted(counts)))
 
 
 def collusion_rates(boilerplate) -> None:
-    """Per way of disguise: pairs of an honest answer and a disguised copy of it flagged."""
-    print("\ncollusion pairs flagged (an honest answer and a disguised copy of it):")
+    """Per way of disguise: pairs of an honest answer and a disguised copy of it flagged (and
+    of the pairs flagged undisguised)."""
+    print("\ncollusion pairs flagged (an honest answer and a disguised copy of it; then of the "
+          "pairs flagged undisguised):")
     entries = [entry for entry in HONEST if cell_of(entry.exercise) in boilerplate]
+    evidence: set[int] = set()
     for way in WAYS:
         cells = {}
         for number, entry in enumerate(entries):
@@ -355,11 +363,14 @@ def collusion_rates(boilerplate) -> None:
             cells[f"b{number}"] = {cell_of(entry.exercise): disguised(code, way)}
         found = {(p.learner.owner, p.other.owner) for p in similarity.learner_pairs(
             cells, boilerplate) if p.flagged(copy_pairs.THRESHOLD)}
+        hit = {n for n in range(len(entries)) if (f"a{n}", f"b{n}") in found}
+        evidence = evidence or hit
         counts: dict[str, list[int]] = {}
         for number, entry in enumerate(entries):
             key = library(cell_of(entry.exercise))
-            counts.setdefault(key, [0, 0])[0] += (f"a{number}", f"b{number}") in found
-            counts[key][1] += 1
+            for group in (key, f"{key} flagged undisguised") if number in evidence else (key,):
+                counts.setdefault(group, [0, 0])[0] += number in hit
+                counts[group][1] += 1
         print(f"  {way:22} " + "   ".join(f"{key} {rate(*counts[key])}"
                                            for key in sorted(counts)))
 
