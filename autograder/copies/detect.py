@@ -183,7 +183,7 @@ def _pair(cell: str, mine: Printed, other: Printed) -> Pair | None:
     if overlap is None:
         return None
     return Pair(cell, mine.code, other.code, round(max(overlap.shares), 4),
-                min(overlap.tokens), overlap)
+                min(overlap.tokens), overlap, frozenset(mine.print.hashes & other.print.hashes))
 
 
 def _best(pairs: Iterable[Pair | None], threshold: float) -> Pair | None:
@@ -242,6 +242,24 @@ def learner_pairs(cells: dict[str, dict[str, str]], boilerplate: dict[str, Boile
         pairs += [best for key in sorted(found) if (best := _best(found[key], threshold))]
     return pairs
 
+
+
+def with_rarity(pairs: list[Pair], cells: dict[str, dict[str, str]],
+                boilerplate: dict[str, Boilerplate]) -> list[Pair]:
+    """``pairs`` with :attr:`Pair.elsewhere` set: how many other learners of the cell hold at
+    least half of the pair's shared fingerprints, of how many (a passage many learners share
+    is common, not copied from one place)."""
+    held = {(cell_id, student): frozenset().union(*(p.print.hashes for p in _learner(
+                student, cell_id, answers[cell_id], given)))
+            for cell_id, given in boilerplate.items()
+            for student, answers in cells.items() if cell_id in answers}
+    found = []
+    for pair in pairs:
+        others = [hashes for (cell_id, student), hashes in held.items() if cell_id == pair.cell
+                  and student not in (pair.learner.owner, pair.other.owner)]
+        common = sum(1 for hashes in others if 2 * len(hashes & pair.shared) >= len(pair.shared))
+        found.append(dataclasses.replace(pair, elsewhere=(common, len(others))))
+    return found
 
 
 def class_cells(course: Course, chapter: str
@@ -308,12 +326,21 @@ HOW = ("once names, comments, docstrings, asserts, layout, equivalent spellings 
        "of definitions are set aside, and beyond the code every learner is given")
 
 
+def rarity(pair: Pair) -> str:
+    """How rare the match of ``pair`` is, in words."""
+    found, compared = pair.elsewhere
+    if not compared:
+        return "no other learner of the cell to compare with"
+    return (f"{found} of the {compared} other learner(s) of the cell hold most of the shared "
+            "code too")
+
+
 def _copied_reason(pair: Pair, report: str) -> str:
     where = f"{pair.other.owner} ({pair.other.place})"
     mine, other = pair.overlap.shares
     text = (f"{pair.cell}: {other:.0%} of the course's own code in {where} is in this answer "
             f"and {mine:.0%} of this answer comes from it ({pair.tokens} tokens in common, "
-            f"{HOW}). Compare them side by side in {report}.")
+            f"{HOW}; {rarity(pair)}). Compare them side by side in {report}.")
     if pair.other.owner in TUTORIAL_STYLE_FILES:
         text += (" That file follows the structure of public tutorials, so code taken from "
                  "such a tutorial matches it as well.")
@@ -327,7 +354,7 @@ MAX_PARTNERS = 10
 def _similar_reason(cell: str, found: list[tuple[str, Pair]], report: str) -> str:
     others = ", ".join(f"{other} ({pair.similarity:.0%}: {min(pair.overlap.shares):.0%} "
                        f"and {max(pair.overlap.shares):.0%} of either, {pair.tokens} tokens "
-                       "in common)" for other, pair in found[:MAX_PARTNERS])
+                       f"in common; {rarity(pair)})" for other, pair in found[:MAX_PARTNERS])
     if len(found) > MAX_PARTNERS:
         others += f" and {len(found) - MAX_PARTNERS} other learner(s)"
     return (f"{cell}: this answer and that of {others} are alike {HOW}. Compare them side by "
@@ -376,8 +403,8 @@ def check_chapter(
     course = course.resolved()
     boilerplate = stub_hashes(course, chapter)
     cells, unreadable = class_cells(course, chapter)
-    pairs = (reference_pairs(cells, course_sources(course), boilerplate, threshold)
-             + learner_pairs(cells, boilerplate, threshold))
+    pairs = with_rarity(reference_pairs(cells, course_sources(course), boilerplate, threshold)
+                        + learner_pairs(cells, boilerplate, threshold), cells, boilerplate)
     pairs.sort(key=lambda p: (-p.similarity, -p.tokens, p.cell, p.learner.owner,
                               p.other.label))
     flags = flags_of(pairs, chapter, threshold)

@@ -82,6 +82,9 @@ class Pair:
             (:func:`autograder.copies.detect._pair`).
         tokens: how many tokens of shared code the score rests on.
         overlap: what copydetect found, for the report's highlights.
+        shared: the fingerprints the two share.
+        elsewhere: ``(found, compared)``: how many of the other learners of the cell (beside
+            the pair's) hold most of the shared code too, of how many: how rare the match is.
     """
 
     cell: str
@@ -90,6 +93,8 @@ class Pair:
     similarity: float
     tokens: int
     overlap: Overlap
+    shared: frozenset[int] = field(default=frozenset(), repr=False)
+    elsewhere: tuple[int, int] = (0, 0)
 
     @property
     def found_in_learner(self) -> float:

@@ -99,9 +99,12 @@ def _summary(check: ChapterCheck) -> str:
 
 def _row(number: int, pair: Pair, threshold: float) -> str:
     mark = '<span class="flagged">flagged</span>' if pair.flagged(threshold) else ""
+    found, compared = pair.elsewhere
+    shares = "/".join(f"{share:.0%}" for share in pair.overlap.shares)
     cells = [f'<a href="#pair-{number}">{number}</a>', html.escape(pair.cell),
              html.escape(pair.learner.owner), html.escape(pair.other.label),
-             f"{pair.similarity:.0%}", str(pair.tokens), mark]
+             f"{pair.similarity:.0%} ({shares})", str(pair.tokens), f"{found} of {compared}",
+             mark]
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
 
 
@@ -131,8 +134,9 @@ def _anchors(pair: Pair, seen: set[str]) -> str:
 def render(check: ChapterCheck) -> str:
     """The report's page, sanitised."""
     shown = _shown(check)
-    header = "".join(f"<th>{h}</th>" for h in ("#", "cell", "learner", "similar to",
-                                                "similarity", "tokens", ""))
+    header = "".join(f"<th>{h}</th>" for h in (
+        "#", "cell", "learner", "similar to", "similarity (of the learner's / of the other)",
+        "tokens", "others holding it", ""))
     rows = "\n".join(_row(n, p, check.threshold) for n, p in enumerate(shown, 1))
     seen: set[str] = set()
     sections = "\n".join(_anchors(p, seen) + _side_by_side(n, p, check.threshold)

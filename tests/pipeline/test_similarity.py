@@ -163,6 +163,7 @@ def test_copies_of_the_courses_code_are_flagged_however_disguised(exercise, tmp_
         # The solution and the reference may be one code: either names the course's file.
         assert "solutions/" in reason or "transformer_ref/" in reason, reason
         assert "% of the course's own code" in reason and "% of this answer comes" in reason
+        assert "other learner(s) of the cell hold most of the shared code too" in reason
         assert f"similarity/{chapter}.html" in reason
     for student in answers:
         if student.startswith("solution") and dictated:  # what a literal follower writes
