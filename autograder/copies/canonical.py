@@ -25,13 +25,13 @@ _SWAPS = ("transpose", "swapaxes", "swapdims")
 _BODIES = ("body", "orelse", "finalbody")
 
 
-def _number(node: ast.expr) -> int | float | None:
+def literal_number(node: ast.expr) -> int | float | None:
     """The value of a literal number (``-2`` included), else None."""
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not (
             isinstance(node.value, bool)):
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _number(node.operand)
+        inner = literal_number(node.operand)
         return None if inner is None else -inner
     return None
 
@@ -43,7 +43,7 @@ def _called(node: ast.Call) -> str:
 
 def _swap(array: ast.expr, axes: list[ast.expr]) -> ast.expr | None:
     """``array.swapaxes(a, b)`` with the smaller axis first, when both are literal."""
-    found = [_number(a) for a in axes]
+    found = [literal_number(a) for a in axes]
     if len(found) != 2 or not all(isinstance(a, int) for a in found):
         return None
     first, second = sorted(found)
@@ -56,15 +56,15 @@ class _Spelling(ast.NodeTransformer):
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
         self.generic_visit(node)
-        value = _number(node)
+        value = literal_number(node)
         return ast.Constant(value) if value is not None else node
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
         right = node.right
         if isinstance(node.op, ast.Div) and isinstance(right, ast.BinOp) and isinstance(
-                right.op, ast.Pow) and _number(right.right) is not None:
-            power = ast.Constant(-_number(right.right))
+                right.op, ast.Pow) and literal_number(right.right) is not None:
+            power = ast.Constant(-literal_number(right.right))
             return ast.BinOp(node.left, ast.Mult(), ast.BinOp(right.left, ast.Pow(), power))
         return node
 
@@ -101,7 +101,7 @@ class _Spelling(ast.NodeTransformer):
         return node
 
 
-def _comprehension(first: ast.stmt, second: ast.stmt) -> ast.stmt | None:
+def comprehension_of(first: ast.stmt, second: ast.stmt) -> ast.stmt | None:
     """``name = []`` followed by a loop that only appends to it, as one comprehension."""
     if not (isinstance(first, ast.Assign) and isinstance(first.value, ast.List)
             and not first.value.elts and len(first.targets) == 1
@@ -121,7 +121,7 @@ def _comprehension(first: ast.stmt, second: ast.stmt) -> ast.stmt | None:
 def _joined(body: list[ast.stmt]) -> list[ast.stmt]:
     out: list[ast.stmt] = []
     for statement in body:
-        joined = _comprehension(out[-1], statement) if out else None
+        joined = comprehension_of(out[-1], statement) if out else None
         if joined is None:
             out.append(statement)
         else:

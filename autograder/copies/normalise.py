@@ -4,7 +4,8 @@ Someone who copies code usually changes what does not matter to Python: names, c
 docstrings, type hints, layout and the order of definitions. :func:`normalise` undoes all of
 that with Python's :mod:`ast`:
 
-* docstrings and other bare strings, comments, imports, asserts and type annotations are
+* docstrings and other bare strings, comments, imports, type annotations and argument checks
+  (asserts, an ``if`` that only raises, a call of a ``require_*`` or ``check_*`` helper) are
   dropped;
 * equivalent spellings of one operation are written one way, and assignments a function never
   reads are dropped (:mod:`autograder.copies.canonical`);
@@ -116,12 +117,32 @@ class _Strip(ast.NodeTransformer):
 
 
 def _is_noise(statement: ast.stmt) -> bool:
-    """Docstrings, bare strings and ``...`` used as comments, imports and asserts (checks
-    that a copier adds or leaves out at will)."""
-    if isinstance(statement, (ast.Import, ast.ImportFrom, ast.Assert)):
+    """Docstrings, bare strings and ``...`` used as comments, imports, and argument checks
+    that a copier adds or leaves out at will: asserts, an ``if`` that only raises, a call of a
+    checking helper (``require_ndim(q, 2, ...)``, ``x = require_array(x, ...)``)."""
+    if isinstance(statement, (ast.Import, ast.ImportFrom)) or is_check(statement):
         return True
     return (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
             and isinstance(statement.value.value, str | type(Ellipsis)))
+
+
+# Names of the helpers that check arguments (the course's ``require_*``, a learner's own).
+_CHECKERS = ("require", "check", "validate", "_require", "_check", "_validate")
+
+
+def is_check(statement: ast.stmt) -> bool:
+    """An argument check: an assert, an ``if`` that only raises, or a call of a checking
+    helper (``require_ndim(q, 2, ...)``, ``x = require_array(x, ...)``)."""
+    if isinstance(statement, ast.Assert):
+        return True
+    if isinstance(statement, ast.If) and not statement.orelse and all(
+            isinstance(s, ast.Raise) for s in statement.body):
+        return True
+    call = getattr(statement, "value", None)
+    if not (isinstance(statement, ast.Expr | ast.Assign) and isinstance(call, ast.Call)):
+        return False
+    name = getattr(call.func, "id", getattr(call.func, "attr", ""))
+    return name.startswith(_CHECKERS)
 
 
 # ----------------------------------------------------------------------------- ordering
