@@ -1,11 +1,16 @@
 """Calibrate copy detection: how similar copies and honest answers score, and what flags.
 
-    .venv/bin/python benchmarks/similarity_calibration.py [--sweep] [--time-class N]
+    .venv/bin/python benchmarks/similarity_calibration.py [--rates] [--sweep] [--time-class N]
 
 Copies (must be flagged): for every exercise, its reference in ``transformer_ref`` and its
 solution cell, pasted into the exercise's cell four ways: as they are; reformatted (docstrings
 and comments gone, another layout); reformatted with every local name and argument renamed;
-and that pasted after a helper of the learner's own, with a print, in one longer cell.
+and that pasted after a helper of the learner's own, with a print, in one longer cell. Then
+the disguises of ``tests/fixtures/copies.py`` (:data:`DISGUISES`: trimmed of argument checks,
+helpers inlined, equivalent spellings, asserts and an unused counter added, every local,
+argument, private helper and attribute renamed), each alone and all combined, with the rates
+of pastes flagged by library (NumPy chapters 1-6, PyTorch 7-11), and of collusion pairs (an
+honest answer and a copy of it disguised the same way) flagged.
 
 Honest work (must not be flagged): the sample class's learners who write their own answers or
 the mutants' valid alternatives and bugs (``tests/fixtures/sample_class.py``), every mutant
@@ -14,14 +19,14 @@ to the letter or in their own way, or a tutorial's structure with their own line
 (``tests/fixtures/honest_styles.py``, ``tests/fixtures/literal_followers.py``), each
 against the course's code and against each other.
 
-Prints, per group, the pairs' similarities (:mod:`autograder.copies.detect`: the share
-of the other code found in the answer) with the shared tokens, the closest honest pairs, and
-what the current figures flag, the pairs of the exercises compared as written in groups of
-their own; then the exercises whose text dictates their code (where an honest answer reaches
-the flag in normalised form), which ``copy_pairs.DICTATED`` must list. ``--sweep`` also counts,
-for other noise, size and threshold figures, the copies flagged and the honest answers
-flagged, in each form. As a baseline, copydetect on the code as written (its own tokeniser,
-its defaults of 25 characters) scores the same copies.
+Prints, per group, the pairs' similarities (:mod:`autograder.copies.detect`: containment
+in both directions) with the shared tokens, the closest honest pairs, and what the current
+figures flag; then the exercises whose text dictates their code (where an honest answer
+reaches the flag when the course's answer counts), which ``copy_pairs.DICTATED`` must list.
+``--rates`` prints only the rates and the honest pairs flagged. ``--sweep`` also counts, for
+other noise, size and threshold figures, the copies flagged and the honest answers flagged.
+As a baseline, copydetect on the code as written (its own tokeniser, its defaults of 25
+characters) scores the same copies.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from autograder.copies import pairs as copy_pairs  # noqa: E402
 from autograder.course import ROOT, Course  # noqa: E402
 from autograder.exercises.registry import all_exercises  # noqa: E402
 from autograder.notebook import cell_source, grade_id, solution_cells  # noqa: E402
-from tests.fixtures.copies import FORMS  # noqa: E402
+from tests.fixtures.copies import DISGUISES, FORMS, disguise  # noqa: E402
 from tests.fixtures.honest_styles import HONEST, honest_source  # noqa: E402
 from tests.fixtures.mutants import all_mutants  # noqa: E402
 from tests.fixtures.sample_class import HONEST_KINDS, build_class, mutant_source  # noqa: E402
@@ -58,25 +63,38 @@ def cell_of(exercise: str) -> str:
 # ----------------------------------------------------------------------------- copies
 
 
-def copies() -> Cells:
-    """``copy <exercise> <origin> <form>`` -> {cell: pasted code}."""
+def originals() -> list[tuple[str, str, str]]:
+    """``(exercise, origin, code)`` of what a copier pastes: each exercise's reference in
+    ``transformer_ref`` and its solution cell."""
     import nbformat
 
     solutions = {}
     for notebook in sorted(ROOT.glob("solutions/ch*/ch*.ipynb")):
         nb = nbformat.read(str(notebook), as_version=4)
         solutions |= {grade_id(c): cell_source(c) for _, c in solution_cells(nb)}
-    cells = {}
+    found = []
     for exercise in all_exercises():
         module, attribute = exercise.reference.split(":")
         reference = textwrap.dedent(inspect.getsource(
             getattr(importlib.import_module(module), attribute)))
-        solution = solutions[cell_of(exercise.id)]
-        for origin, code in (("reference", reference), ("solution", solution)):
-            for form, change in FORMS.items():
-                name = f"copy {exercise.id} {origin} {form}"
-                cells[name] = {cell_of(exercise.id): change(code)}
-    return cells
+        found += [(exercise.id, "reference", reference),
+                  (exercise.id, "solution", solutions[cell_of(exercise.id)])]
+    return found
+
+
+def copies() -> Cells:
+    """``copy <exercise> <origin> <form>`` -> {cell: pasted code}."""
+    return {f"copy {exercise} {origin} {form}": {cell_of(exercise): change(code)}
+            for exercise, origin, code in originals() for form, change in FORMS.items()}
+
+
+# Each way of :data:`DISGUISES` alone, then all of them, in the calibration of the rates.
+WAYS: dict[str, tuple[str, ...]] = {"verbatim": ()} | {way: (way,) for way in DISGUISES} | {
+    "all combined": tuple(DISGUISES)}
+
+
+def disguised(code: str, way: str) -> str:
+    return code if way == "verbatim" else disguise(code, *WAYS[way])
 
 
 # ----------------------------------------------------------------------------- honest work
@@ -127,7 +145,8 @@ def exercise_of(cell: str) -> str:
 
 
 def all_stubs(dictated=copy_pairs.DICTATED) -> dict[str, similarity.Boilerplate]:
-    """grade id -> how that cell is compared, for every chapter; ``dictated`` as written."""
+    """grade id -> the base code of that cell, for every chapter; the course's answer of
+    ``dictated`` among it."""
     course = Course.of(ROOT)
     found: dict[str, similarity.Boilerplate] = {}
     for chapter in sorted(p.name for p in (ROOT / "notebooks").glob("ch*")):
@@ -183,13 +202,12 @@ def dictated_exercises(sources, work=None) -> set[str]:
 
 def measure(sources, boilerplate, work) -> dict[str, list]:
     """group -> its pairs (similarity, tokens, learner, other) under the current figures, the
-    pairs compared as written in groups of their own."""
+    """
     groups = {"copies vs course": similarity.reference_pairs(copies(), sources, boilerplate)}
     measured: dict[str, list] = {}
     for group, pairs in (groups | compared(work, sources, boilerplate)).items():
         for p in pairs:
-            name = group + (", as written" if p.learner.form == copy_pairs.WRITTEN else "")
-            measured.setdefault(name, []).append(
+            measured.setdefault(group, []).append(
                 (p.similarity, p.tokens, p.learner.label, p.other.label))
     return measured
 
@@ -256,18 +274,14 @@ def sweep_line(groups: dict[str, list], min_tokens: int) -> str:
 
 
 def sweep(sources, work) -> None:
-    """The copies and honest pairs flagged for other figures, in each form."""
+    """The copies and honest pairs flagged for other figures."""
     print("\nsweep: copies flagged (of those with enough tokens) / honest pairs flagged")
     chosen = copy_pairs.NOISE_TOKENS
     for noise in (8, 10, 12, 15):
         copy_pairs.NOISE_TOKENS = noise
         groups = measure(sources, all_stubs(), work)
-        for form in ("normalised", "as written"):
-            mine = {name: pairs for name, pairs in groups.items()
-                    if name.endswith(", as written") == (form == "as written")}
-            for min_tokens in (40, 50, 60, 80):
-                print(f"  {form:10}  noise {noise:2d}  min {min_tokens:3d}  "
-                      + sweep_line(mine, min_tokens))
+        for min_tokens in (40, 50, 60, 80):
+            print(f"  noise {noise:2d}  min {min_tokens:3d}  " + sweep_line(groups, min_tokens))
     copy_pairs.NOISE_TOKENS = chosen
 
 
@@ -300,10 +314,84 @@ def time_class(size: int) -> None:
                   f"{check.report.stat().st_size / 2**20:.1f} MiB")
 
 
+def library(cell: str) -> str:
+    return "NumPy" if cell[:4] <= "ch06" else "PyTorch"
+
+
+def rate(hit: int, total: int) -> str:
+    return f"{hit}/{total} ({hit / total:.0%})" if total else "none"
+
+
+def disguise_rates(sources, boilerplate) -> None:
+    """Per way of disguise: pastes of the course's code flagged, by library (the solution
+    cells of the dictated exercises apart: an honest literal follower writes them), and of
+    the pastes whose verbatim form is flagged (the copies long and rare enough to be evidence),
+    how many are still flagged once disguised."""
+    print("\npastes flagged, each way of disguise alone and combined (NumPy, PyTorch; the "
+          "solution cells of dictated exercises apart; then of the pastes flagged verbatim):")
+    evidence: set[str] = set()
+    for way in WAYS:
+        cells = {f"{exercise} {origin}": {cell_of(exercise): disguised(code, way)}
+                 for exercise, origin, code in originals()}
+        hit = {p.learner.owner for p in similarity.reference_pairs(cells, sources, boilerplate)
+               if p.flagged(copy_pairs.THRESHOLD)}
+        evidence = evidence or hit
+        counts: dict[str, list[int]] = {}
+        for learner, answers in cells.items():
+            exercise, origin = learner.split()
+            key = ("dictated solution" if origin == "solution" and exercise in
+                   copy_pairs.DICTATED else library(next(iter(answers))))
+            for group in (key, f"{key} flagged verbatim") if learner in evidence else (key,):
+                counts.setdefault(group, [0, 0])[0] += learner in hit
+                counts[group][1] += 1
+        print(f"  {way:22} " + "   ".join(f"{key} {rate(*counts[key])}"
+                                           for key in sorted(counts)))
+
+
+def collusion_rates(boilerplate) -> None:
+    """Per way of disguise: pairs of an honest answer and a disguised copy of it flagged (and
+    of the pairs flagged undisguised)."""
+    print("\ncollusion pairs flagged (an honest answer and a disguised copy of it; then of the "
+          "pairs flagged undisguised):")
+    entries = [entry for entry in HONEST if cell_of(entry.exercise) in boilerplate]
+    evidence: set[int] = set()
+    for way in WAYS:
+        cells = {}
+        for number, entry in enumerate(entries):
+            code = honest_source(entry)
+            cells[f"a{number}"] = {cell_of(entry.exercise): code}
+            cells[f"b{number}"] = {cell_of(entry.exercise): disguised(code, way)}
+        found = {(p.learner.owner, p.other.owner) for p in similarity.learner_pairs(
+            cells, boilerplate) if p.flagged(copy_pairs.THRESHOLD)}
+        hit = {n for n in range(len(entries)) if (f"a{n}", f"b{n}") in found}
+        evidence = evidence or hit
+        counts: dict[str, list[int]] = {}
+        for number, entry in enumerate(entries):
+            key = library(cell_of(entry.exercise))
+            for group in (key, f"{key} flagged undisguised") if number in evidence else (key,):
+                counts.setdefault(group, [0, 0])[0] += number in hit
+                counts[group][1] += 1
+        print(f"  {way:22} " + "   ".join(f"{key} {rate(*counts[key])}"
+                                           for key in sorted(counts)))
+
+
+def honest_rates(sources, boilerplate, work) -> None:
+    """Honest answers flagged, per group, with the closest ones."""
+    print("\nhonest pairs flagged:")
+    for group, pairs in compared(work, sources, boilerplate).items():
+        hit = [p for p in pairs if p.flagged(copy_pairs.THRESHOLD)]
+        print(f"  {group:40} {rate(len(hit), len(pairs))}")
+        for p in hit:
+            print(f"    {p.similarity:.2f} {p.tokens:4d} tokens  {p.learner.label}  ~ "
+                  f"{p.other.label}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", action="store_true",
                         help="also count flags for other noise, size and threshold figures")
+    parser.add_argument("--rates", action="store_true",
+                        help="only the rates of disguised copies, collusions and honest work")
     parser.add_argument("--time-class", type=int, metavar="N",
                         help="only time the check of a chapter 2 class of N learners")
     args = parser.parse_args(argv)
@@ -312,9 +400,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.perf_counter()
     sources = similarity.course_sources(Course.of(ROOT))
-    print(f"{len(sources)} units of course code (in both forms)")
+    print(f"{len(sources)} units of course code")
     work = honest_work()
-    report(measure(sources, all_stubs(), work))
+    boilerplate = all_stubs()
+    disguise_rates(sources, boilerplate)
+    collusion_rates(boilerplate)
+    if args.rates:
+        honest_rates(sources, boilerplate, work)
+        return 0
+    report(measure(sources, boilerplate, work))
     dictated = dictated_exercises(sources, work)
     print(f"\ndictated (an honest answer reaches the flag in normalised form): {sorted(dictated)}")
     if dictated != copy_pairs.DICTATED:

@@ -40,15 +40,16 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                     "with the course's own implementations (transformer_ref, the solution "
                     "notebooks, the tutorial-style code) and with the same cell of every other "
                     "learner, once names, comments, docstrings, layout and the order of "
-                    "definitions are set aside (as written, beyond the course's answer, where "
-                    "an exercise's text dictates the code). Flags copied_reference and "
+                    "definitions are set aside (beyond the course's answer, where an "
+                    "exercise's text dictates the code). Flags copied_reference and "
                     "similar_submissions "
                     "for the instructor (never shown to learners, never changing a score), "
                     "writes <course-dir>/similarity/<chapter>.html and exits 1 when a cell is "
                     "flagged. autograde runs the same check after grading.")
     parser.add_argument("chapter", type=chapter_or_all, metavar="CHAPTER|all")
     parser.add_argument("--threshold", type=float, default=THRESHOLD,
-                        help="share of the other code found in an answer from which it is "
+                        help="share of shared code (of the other code found in an answer, "
+                             "or of the answer found in the other code) from which it is "
                              "flagged, in (0, 1] (default: %(default)s)")
     add_course_options(parser)
     parser.set_defaults(handler=run)

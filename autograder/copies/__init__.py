@@ -4,5 +4,6 @@
     report        the class report of the pairs found
     fingerprints  token fingerprints of code units, compared with copydetect
     normalise     code units reduced to what a disguise cannot change
-    written       answers compared as written, where the course dictates the code
+    canonical     one spelling for each operation, in the syntax tree normalise reads
+    pairs         the units compared, the pairs found and the figures that flag them
 """

@@ -9,21 +9,22 @@ After a chapter is graded, :func:`check_chapter` compares each learner's solutio
 * the same cell of every other learner of the chapter in the course folder.
 
 The code is normalised first (:mod:`autograder.copies.normalise`: names, comments,
-docstrings, type hints, layout and the order of definitions do not count) and compared per
-cell and per definition with copydetect's fingerprints (:mod:`autograder.copies.fingerprints`);
-the stub the learner was given (the release's cell) and the code the release shows every
-learner are boilerplate and never count. Where an exercise's text dictates its code line by
-line (:data:`DICTATED`), honest learners write the course's answer, so there the code is
-compared as written instead (:mod:`autograder.copies.written`), with the course's answer
-among the boilerplate: what is left to share is what a copy keeps and honest work lacks.
+docstrings, asserts, type hints, layout, equivalent spellings and the order of definitions do
+not count) and compared per cell and per definition with copydetect's fingerprints
+(:mod:`autograder.copies.fingerprints`); the stub the learner was given (the release's cell)
+and the code the release shows every learner are base code and never count. Where an
+exercise's text dictates its code line by line (:data:`DICTATED`), honest learners write the
+course's answer, so there the course's answer is base code too: what is left to share is what
+a copy keeps beyond it and honest work lacks.
 
-A pair of units scores the share of the *other* code found in the learner's (for a course
-source: how much of that definition the learner's cell holds; for two learners: the smaller of
-the two shares, so that short code found inside longer code does not count). A cell is flagged
-when a pair scores at least :data:`THRESHOLD` and the shared code is at least
-:data:`MIN_TOKENS` tokens long: ``copied_reference`` names the course file, the definition
-and the similarity; ``similar_submissions`` names the other learner and the similarity. Short
-exercises whose every correct answer is one line never reach :data:`MIN_TOKENS`. The flags
+A pair of units scores containment in both directions: the larger of the share of the other
+code found in the learner's (how much of a course definition the cell holds) and the share of
+the learner's code found in the other (how much of the cell comes from it, so that a copy
+trimmed of the source's checks still counts). A cell is flagged when a pair scores at least
+:data:`THRESHOLD` and the shared code is at least :data:`MIN_TOKENS` tokens long:
+``copied_reference`` names the course file, the definition, both shares and the tokens in
+common; ``similar_submissions`` names the other learner likewise. Short exercises whose every
+correct answer is one line never reach :data:`MIN_TOKENS`. The flags
 are for the instructor (the CSV, the tables, the class report of
 :mod:`autograder.copies.report`); they never change a score and never appear in
 a learner's feedback. ``benchmarks/similarity_calibration.py`` chose the figures.
@@ -46,16 +47,13 @@ from autograder.copies.pairs import (
     COPIED_REFERENCE,
     DICTATED,
     NOISE_TOKENS,
-    NORMALISED,
     SIMILAR_SUBMISSIONS,
     THRESHOLD,
-    WRITTEN,
     ChapterCheck,
     Code,
     Pair,
 )
 from autograder.copies.report import write_report
-from autograder.copies.written import written
 from autograder.course import ROOT, Course
 from autograder.exercises.reach import module_file
 from autograder.flags import Flag, read_flags, write_flags
@@ -68,8 +66,6 @@ from autograder.tutorial_style import COPY_SOURCES
 # stand for learners' own work (the sample class and the calibration are made of them).
 TUTORIAL_STYLE_FILES = tuple(module_file(name).relative_to(ROOT).as_posix()
                              for name in COPY_SOURCES)
-# The two forms code is compared in.
-FORMS = {NORMALISED: normalise, WRITTEN: written}
 
 
 def _lines(text: str, unit: Unit) -> str:
@@ -77,14 +73,14 @@ def _lines(text: str, unit: Unit) -> str:
     return "\n".join(text.splitlines()[first - 1:last])
 
 
-def _codes(owner: str, place: str, text: str, *, course: bool, whole: bool = True,
-           form: str = NORMALISED) -> list[Code]:
-    """The units of ``text`` in ``form`` as :class:`Code`, placed at ``place`` (or, when it is
+def _codes(owner: str, place: str, text: str, *, course: bool, whole: bool = True
+           ) -> list[Code]:
+    """The normalised units of ``text`` as :class:`Code`, placed at ``place`` (or, when it is
     empty, at the unit's name); without the whole when ``whole`` is False (a file: only its
     definitions count)."""
     return [Code(owner, place or unit.name, unit,
-                 text if not unit.name else _lines(text, unit), course, form)
-            for unit in FORMS[form](text) if whole or unit.name]
+                 text if not unit.name else _lines(text, unit), course)
+            for unit in normalise(text) if whole or unit.name]
 
 
 def solution_cell(exercise: str) -> str:
@@ -93,12 +89,10 @@ def solution_cell(exercise: str) -> str:
 
 
 def solution_sources(notebook: Path, owner: str) -> list[Code]:
-    """Every unit of every solution cell of a source notebook, placed by grade id, in both
-    forms."""
+    """Every unit of every solution cell of a source notebook, placed by grade id."""
     nb = nbformat.read(str(notebook), as_version=4)
-    return [code for _, cell in solution_cells(nb) for form in FORMS
-            for code in _codes(owner, grade_id(cell) or "?", cell_source(cell), course=True,
-                               form=form)]
+    return [code for _, cell in solution_cells(nb)
+            for code in _codes(owner, grade_id(cell) or "?", cell_source(cell), course=True)]
 
 
 def _source_files(root: Path) -> list[tuple[Path, str]]:
@@ -112,7 +106,7 @@ def _source_files(root: Path) -> list[tuple[Path, str]]:
 
 def course_sources(course: Course) -> list[Code]:
     """The course's own implementations, one :class:`Code` per definition (and per method)
-    in each form: ``transformer_ref``'s modules and :data:`TUTORIAL_STYLE_FILES` of this
+    : ``transformer_ref``'s modules and :data:`TUTORIAL_STYLE_FILES` of this
     installation, and every unit of the solution cells of ``<root>/solutions``. Kept in memory
     while the files are unchanged (the Formgrader's autograde checks the class after each
     learner)."""
@@ -135,8 +129,7 @@ def _read_sources(files: list[tuple[Path, str]]) -> list[Code]:
             found += solution_sources(path, name)
         else:
             text = path.read_text(encoding="utf-8")
-            found += [code for form in FORMS
-                      for code in _codes(name, "", text, course=True, whole=False, form=form)]
+            found += _codes(name, "", text, course=True, whole=False)
     return found
 
 
@@ -145,11 +138,9 @@ def _read_sources(files: list[tuple[Path, str]]) -> list[Code]:
 
 @dataclass(frozen=True)
 class Boilerplate:
-    """How one cell is compared: in which form, and what every learner of it is given in that
-    form (the hashes of the stub, of the code the release shows, and for a :data:`DICTATED`
-    exercise of the course's answer), which never counts."""
+    """What every learner of one cell is given, which never counts: the hashes of the stub, of
+    the code the release shows, and for a :data:`DICTATED` exercise of the course's answer."""
 
-    form: str
     hashes: frozenset[int]
 
 
@@ -162,14 +153,13 @@ class Printed:
 
 
 def _printed(codes: Iterable[Code], given: Boilerplate) -> list[Printed]:
-    """The fingerprints of the ``codes`` in ``given``'s form that have anything left."""
-    found = [Printed(c, fingerprint(c.unit, NOISE_TOKENS, given.hashes)) for c in codes
-             if c.form == given.form]
+    """The fingerprints of the ``codes`` that have anything left beyond ``given``."""
+    found = [Printed(c, fingerprint(c.unit, NOISE_TOKENS, given.hashes)) for c in codes]
     return [p for p in found if p.print.token_coverage]
 
 
 def _learner(student: str, cell: str, text: str, given: Boilerplate) -> list[Printed]:
-    return _printed(_codes(student, cell, text, course=False, form=given.form), given)
+    return _printed(_codes(student, cell, text, course=False), given)
 
 
 def _index(printed: list[Printed]) -> dict[int, list[int]]:
@@ -186,16 +176,14 @@ def _candidates(item: Printed, index: dict[int, list[int]]) -> list[int]:
 
 
 def _pair(cell: str, mine: Printed, other: Printed) -> Pair | None:
-    """The score of ``mine`` (a learner's unit) against ``other``: the share of a course
-    unit found in mine, or the smaller share for two learners."""
+    """The score of ``mine`` (a learner's unit) against ``other``: containment in both
+    directions, the larger share (how much of the other code is in mine, or how much of mine
+    comes from the other code, so that a trimmed copy counts too), on the shared tokens."""
     overlap = match(mine.print, other.print)
     if overlap is None:
         return None
-    if other.code.course:
-        similarity, tokens = overlap.shares[1], overlap.tokens[1]
-    else:
-        similarity, tokens = min(overlap.shares), min(overlap.tokens)
-    return Pair(cell, mine.code, other.code, round(similarity, 4), tokens, overlap)
+    return Pair(cell, mine.code, other.code, round(max(overlap.shares), 4),
+                min(overlap.tokens), overlap, frozenset(mine.print.hashes & other.print.hashes))
 
 
 def _best(pairs: Iterable[Pair | None], threshold: float) -> Pair | None:
@@ -256,6 +244,24 @@ def learner_pairs(cells: dict[str, dict[str, str]], boilerplate: dict[str, Boile
 
 
 
+def with_rarity(pairs: list[Pair], cells: dict[str, dict[str, str]],
+                boilerplate: dict[str, Boilerplate]) -> list[Pair]:
+    """``pairs`` with :attr:`Pair.elsewhere` set: how many other learners of the cell hold at
+    least half of the pair's shared fingerprints, of how many (a passage many learners share
+    is common, not copied from one place)."""
+    held = {(cell_id, student): frozenset().union(*(p.print.hashes for p in _learner(
+                student, cell_id, answers[cell_id], given)))
+            for cell_id, given in boilerplate.items()
+            for student, answers in cells.items() if cell_id in answers}
+    found = []
+    for pair in pairs:
+        others = [hashes for (cell_id, student), hashes in held.items() if cell_id == pair.cell
+                  and student not in (pair.learner.owner, pair.other.owner)]
+        common = sum(1 for hashes in others if 2 * len(hashes & pair.shared) >= len(pair.shared))
+        found.append(dataclasses.replace(pair, elsewhere=(common, len(others))))
+    return found
+
+
 def class_cells(course: Course, chapter: str
                 ) -> tuple[dict[str, dict[str, str]], list[tuple[str, str]]]:
     """student -> grade id -> source of each solution cell in the autograded notebooks (the
@@ -273,15 +279,15 @@ def class_cells(course: Course, chapter: str
     return cells, unreadable
 
 
-def _hashes(codes: Iterable[str], form: str) -> frozenset[int]:
-    return frozenset(hashes_of([unit for code in codes for unit in FORMS[form](code)],
+def _hashes(codes: Iterable[str]) -> frozenset[int]:
+    return frozenset(hashes_of([unit for code in codes for unit in normalise(code)],
                                NOISE_TOKENS))
 
 
 def _answers(course: Course, chapter: str, cells: set[str]) -> dict[str, str]:
     """grade id -> the course's answer (the source notebook's solution cell) of ``cells``;
-    none without a source notebook (then learners who follow the text share that answer as
-    written with each other, and may be flagged)."""
+    none without a source notebook (then learners who follow the text share that answer with
+    each other, and may be flagged)."""
     path = course.source_notebook(chapter)
     if not cells or not path.is_file():
         return {}
@@ -292,10 +298,9 @@ def _answers(course: Course, chapter: str, cells: set[str]) -> dict[str, str]:
 
 def stub_hashes(course: Course, chapter: str, dictated: Iterable[str] = DICTATED
                 ) -> dict[str, Boilerplate]:
-    """grade id -> how each solution cell is compared: normalised, or as written for the
-    exercises of ``dictated``; and its boilerplate in that form: the release's stub of that
-    cell and every other code cell of the release (code that every learner is given, such as
-    the notebook's demonstrations, is no sign of copying), and for a dictated exercise the
+    """grade id -> the base code of each solution cell: the release's stub of that cell and
+    every other code cell of the release (code that every learner is given, such as the
+    notebook's demonstrations, is no sign of copying), and for an exercise of ``dictated`` the
     course's own answer (which honest learners write too).
 
     Raises:
@@ -310,29 +315,32 @@ def stub_hashes(course: Course, chapter: str, dictated: Iterable[str] = DICTATED
              if (cell_id := grade_id(cell))}
     shown = [cell_source(cell) for cell in release.cells if cell.cell_type == "code"
              and cell_source(cell) not in stubs.values()]
-    as_written = {solution_cell(e) for e in dictated} & set(stubs)
-    answers = _answers(course, chapter, as_written)
-    forms = {cell_id: WRITTEN if cell_id in as_written else NORMALISED for cell_id in stubs}
-    shown_hashes = {form: _hashes(shown, form) for form in set(forms.values())}
-    found = {}
-    for cell_id, stub in stubs.items():
-        given = _hashes([stub, answers.get(cell_id, "")], forms[cell_id])
-        found[cell_id] = Boilerplate(forms[cell_id], shown_hashes[forms[cell_id]] | given)
-    return found
+    answers = _answers(course, chapter, {solution_cell(e) for e in dictated} & set(stubs))
+    shown_hashes = _hashes(shown)
+    return {cell_id: Boilerplate(shown_hashes | _hashes([stub, answers.get(cell_id, "")]))
+            for cell_id, stub in stubs.items()}
 
 
-# How the code of a pair was compared, by form.
-HOW = {NORMALISED: "once names, comments, docstrings, layout and the order of definitions are "
-                   "set aside",
-       WRITTEN: "as written, beyond the code that the exercise's text dictates and honest "
-                "learners write too: the same docstrings, comments, type hints and names"}
+# How the code of a pair was compared.
+HOW = ("once names, comments, docstrings, asserts, layout, equivalent spellings and the order "
+       "of definitions are set aside, and beyond the code every learner is given")
+
+
+def rarity(pair: Pair) -> str:
+    """How rare the match of ``pair`` is, in words."""
+    found, compared = pair.elsewhere
+    if not compared:
+        return "no other learner of the cell to compare with"
+    return (f"{found} of the {compared} other learner(s) of the cell hold most of the shared "
+            "code too")
 
 
 def _copied_reason(pair: Pair, report: str) -> str:
     where = f"{pair.other.owner} ({pair.other.place})"
-    text = (f"{pair.cell}: {pair.similarity:.0%} of the course's own code in {where} is in "
-            f"this answer ({pair.tokens} tokens in common, {HOW[pair.learner.form]}). Compare "
-            f"them side by side in {report}.")
+    mine, other = pair.overlap.shares
+    text = (f"{pair.cell}: {other:.0%} of the course's own code in {where} is in this answer "
+            f"and {mine:.0%} of this answer comes from it ({pair.tokens} tokens in common, "
+            f"{HOW}; {rarity(pair)}). Compare them side by side in {report}.")
     if pair.other.owner in TUTORIAL_STYLE_FILES:
         text += (" That file follows the structure of public tutorials, so code taken from "
                  "such a tutorial matches it as well.")
@@ -344,12 +352,12 @@ MAX_PARTNERS = 10
 
 
 def _similar_reason(cell: str, found: list[tuple[str, Pair]], report: str) -> str:
-    others = ", ".join(f"{other} ({pair.similarity:.0%}, {pair.tokens} tokens in common)"
-                       for other, pair in found[:MAX_PARTNERS])
+    others = ", ".join(f"{other} ({pair.similarity:.0%}: {min(pair.overlap.shares):.0%} "
+                       f"and {max(pair.overlap.shares):.0%} of either, {pair.tokens} tokens "
+                       f"in common; {rarity(pair)})" for other, pair in found[:MAX_PARTNERS])
     if len(found) > MAX_PARTNERS:
         others += f" and {len(found) - MAX_PARTNERS} other learner(s)"
-    how = HOW[found[0][1].learner.form]  # one form per cell
-    return (f"{cell}: this answer and that of {others} are alike {how}. Compare them side by "
+    return (f"{cell}: this answer and that of {others} are alike {HOW}. Compare them side by "
             f"side in {report}. Flags of copy detection never change a score.")
 
 
@@ -395,8 +403,8 @@ def check_chapter(
     course = course.resolved()
     boilerplate = stub_hashes(course, chapter)
     cells, unreadable = class_cells(course, chapter)
-    pairs = (reference_pairs(cells, course_sources(course), boilerplate, threshold)
-             + learner_pairs(cells, boilerplate, threshold))
+    pairs = with_rarity(reference_pairs(cells, course_sources(course), boilerplate, threshold)
+                        + learner_pairs(cells, boilerplate, threshold), cells, boilerplate)
     pairs.sort(key=lambda p: (-p.similarity, -p.tokens, p.cell, p.learner.owner,
                               p.other.label))
     flags = flags_of(pairs, chapter, threshold)

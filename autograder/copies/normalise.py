@@ -4,9 +4,14 @@ Someone who copies code usually changes what does not matter to Python: names, c
 docstrings, type hints, layout and the order of definitions. :func:`normalise` undoes all of
 that with Python's :mod:`ast`:
 
-* docstrings and other bare strings, comments, imports and type annotations are dropped;
+* docstrings and other bare strings, comments, imports, type annotations and argument checks
+  (asserts, an ``if`` that only raises, a call of a ``require_*`` or ``check_*`` helper) are
+  dropped;
+* equivalent spellings of one operation are written one way, and assignments a function never
+  reads are dropped (:mod:`autograder.copies.canonical`);
 * the names the code binds (parameters, locals, loop and comprehension variables, the
-  functions and classes it defines, attributes it assigns such as ``self.norm1``) become
+  functions and classes it defines, attributes it assigns such as ``self.norm1`` and its
+  methods wherever they are called, such as ``self._split_heads``) become
   placeholders ``v1, v2, ...`` numbered in order of appearance; names it only uses (``np``,
   ``torch.cat``, ``softmax`` from an earlier cell, keyword arguments of calls) are kept, since
   they say *what* the code does;
@@ -35,6 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
+from autograder.copies.canonical import canonical
 from autograder.grade.audit import parse_cell
 
 # A placeholder for a name the code binds.
@@ -111,11 +117,32 @@ class _Strip(ast.NodeTransformer):
 
 
 def _is_noise(statement: ast.stmt) -> bool:
-    """Docstrings, bare strings and ``...`` used as comments, and imports."""
-    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+    """Docstrings, bare strings and ``...`` used as comments, imports, and argument checks
+    that a copier adds or leaves out at will: asserts, an ``if`` that only raises, a call of a
+    checking helper (``require_ndim(q, 2, ...)``, ``x = require_array(x, ...)``)."""
+    if isinstance(statement, (ast.Import, ast.ImportFrom)) or is_check(statement):
         return True
     return (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
             and isinstance(statement.value.value, str | type(Ellipsis)))
+
+
+# Names of the helpers that check arguments (the course's ``require_*``, a learner's own).
+_CHECKERS = ("require", "check", "validate", "_require", "_check", "_validate")
+
+
+def is_check(statement: ast.stmt) -> bool:
+    """An argument check: an assert, an ``if`` that only raises, or a call of a checking
+    helper (``require_ndim(q, 2, ...)``, ``x = require_array(x, ...)``)."""
+    if isinstance(statement, ast.Assert):
+        return True
+    if isinstance(statement, ast.If) and not statement.orelse and all(
+            isinstance(s, ast.Raise) for s in statement.body):
+        return True
+    call = getattr(statement, "value", None)
+    if not (isinstance(statement, ast.Expr | ast.Assign) and isinstance(call, ast.Call)):
+        return False
+    name = getattr(call.func, "id", getattr(call.func, "attr", ""))
+    return name.startswith(_CHECKERS)
 
 
 # ----------------------------------------------------------------------------- ordering
@@ -144,7 +171,8 @@ def _sort_definitions(tree: ast.Module) -> None:
 
 
 def _bound_names(tree: ast.AST) -> tuple[set[str], set[str]]:
-    """The names ``tree`` binds, and the attributes it assigns (``x.attr = ...``)."""
+    """The names ``tree`` binds, and the attributes it assigns (``x.attr = ...``) or defines
+    (its methods)."""
     names: set[str] = set()
     attributes: set[str] = set()
     for node in ast.walk(tree):
@@ -152,8 +180,11 @@ def _bound_names(tree: ast.AST) -> tuple[set[str], set[str]]:
             names.add(node.id)
         elif isinstance(node, ast.arg):
             names.add(node.arg)
-        elif isinstance(node, _DEFINITIONS) or (isinstance(node, ast.ExceptHandler)
-                                                and node.name):
+        elif isinstance(node, _DEFINITIONS):
+            # A method is called as an attribute (``self._split_heads(x)``).
+            names.add(node.name)
+            attributes.add(node.name)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
             names.add(node.name)
         elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
             attributes.add(node.attr)
@@ -204,10 +235,11 @@ class _Rename(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def _renamed(tree: ast.AST) -> str:
-    """The source of ``tree`` with its bound names replaced by placeholders (``tree`` itself
-    is left as it was: the units of one cell share their nodes)."""
-    renamer = _Rename(*_bound_names(tree))
+def _renamed(tree: ast.AST, attributes: set[str]) -> str:
+    """The source of ``tree`` with its bound names and ``attributes`` replaced by placeholders
+    (``tree`` itself is left as it was: the units of one cell share their nodes)."""
+    names, _ = _bound_names(tree)
+    renamer = _Rename(names, attributes)
     renamer.visit(tree)
     try:
         return ast.unparse(tree)
@@ -279,8 +311,8 @@ def tokens(text: str, *, names_are_placeholders: bool = False) -> tuple[Token, .
 # ----------------------------------------------------------------------------- units
 
 
-def _unit(name: str, tree: ast.AST, lines: tuple[int, int]) -> Unit:
-    text = _renamed(tree)
+def _unit(name: str, tree: ast.AST, lines: tuple[int, int], attributes: set[str]) -> Unit:
+    text = _renamed(tree, attributes)
     return Unit(name, text, tokens(text), lines)
 
 
@@ -323,14 +355,17 @@ def normalise(code: str) -> list[Unit]:
         text = _without_comments(code)
         found = tokens(text, names_are_placeholders=True)
         return [Unit("", text, found, whole)] if found else []
-    tree = _Strip().visit(tree)
+    tree = canonical(_Strip().visit(tree))
     tree.body = [s for s in tree.body if not isinstance(s, ast.Pass)]
     if not tree.body:
         return []
     _sort_definitions(tree)
-    units = [_unit("", tree, whole)]
+    # The attributes of the whole cell, so that a method alone still calls its class's helpers
+    # by placeholders.
+    _, attributes = _bound_names(tree)
+    units = [_unit("", tree, whole, attributes)]
     for name, node in definitions(tree):
-        unit = _unit(name, node, (node.lineno, node.end_lineno or node.lineno))
+        unit = _unit(name, node, (node.lineno, node.end_lineno or node.lineno), attributes)
         if unit.text == units[0].text:  # a cell that is one definition is that unit
             units[0] = unit
         else:

@@ -17,25 +17,29 @@ from autograder.flags import Flag
 NOISE_TOKENS = 8
 # Shared code shorter than this never flags: every correct answer to a short exercise looks
 # alike once names are gone.
-MIN_TOKENS = 60
-# The similarity (share of the other code found in the learner's) from which a cell is flagged.
+MIN_TOKENS = 70
+# Shared code shorter than this never flags when only the learner's code is found in the
+# course's (and not the course's in the learner's), nor against the course's tutorial-style
+# code (:data:`PUBLIC_STRUCTURE`): short canonical code lies inside many longer
+# implementations and in the public tutorials that many learners know, while a trimmed copy
+# of a long definition is still long.
+MIN_CONTAINED_TOKENS = 90
+# Course files that follow the structure of public tutorials (autograder/tutorial_style).
+PUBLIC_STRUCTURE = "autograder/tutorial_style/"
+# The similarity (containment, in either direction) from which a cell is flagged.
 THRESHOLD = 0.95
 COPIED_REFERENCE, SIMILAR_SUBMISSIONS = "copied_reference", "similar_submissions"
-# The two forms code is compared in (:mod:`autograder.copies.normalise`,
-# :mod:`autograder.copies.written`).
-NORMALISED, WRITTEN = "normalised", "written"
 # Exercises whose text dictates their code line by line: an honest answer of the calibration
 # (a learner who follows the text to the letter, in tests/fixtures/literal_followers.py, or
 # any other honest answer: chapter 11's sampling loop as a mutant writes it, a small module of
-# chapter 8's mutants shaped like the course's Generator) reaches the threshold in normalised
-# form, against the course's code or another honest answer, so that form is no evidence
-# there. Their cells are compared as written instead, with the course's own answer among what
-# every learner is given: what is left to share is what a copy keeps and honest work lacks
-# (the source's docstrings, comments, type hints and names).
+# chapter 8's mutants shaped like the course's Generator) reaches the threshold against the
+# course's code or another honest answer when the course's answer counts. In their cells the
+# course's own answer is among what every learner is given (base code that never counts):
+# what is left to share is what a copy keeps beyond it and honest work lacks.
 # benchmarks/similarity_calibration.py finds them; a test fails when this list is out of date.
 DICTATED = frozenset({"ch02.scaled_dot_product_attention", "ch07.encoder_layer",
-                      "ch07.positionwise_feed_forward", "ch08.decoder_layer", "ch08.make_model",
-                      "ch10.bpe_encode", "ch10.learn_bpe", "ch11.sample"})
+                      "ch07.multi_head_attention", "ch08.decoder_layer", "ch10.bpe_encode",
+                      "ch10.learn_bpe", "ch11.language_model", "ch11.sample"})
 CODES = (COPIED_REFERENCE, SIMILAR_SUBMISSIONS)
 
 
@@ -48,10 +52,9 @@ class Code:
             (``transformer_ref/model/decoder.py``).
         place: the grade id of a learner's cell, or where a course unit comes from: the
             definition (``DecoderLayer.forward``) or the solution cell's grade id.
-        unit: the code in ``form``.
+        unit: the code, normalised.
         source: the code as written (a cell, or the definition's lines).
         course: whether the code is the course's own.
-        form: the form of ``unit``, :data:`NORMALISED` or :data:`WRITTEN`.
     """
 
     owner: str
@@ -59,7 +62,6 @@ class Code:
     unit: Unit
     source: str = field(repr=False)
     course: bool = False
-    form: str = NORMALISED
 
     @property
     def label(self) -> str:
@@ -76,9 +78,13 @@ class Pair:
         cell: the learner's grade id.
         learner: the learner's unit.
         other: the other unit: a course source or another learner's.
-        similarity: the pair's score in [0, 1] (see the module's docstring).
+        similarity: the pair's score in [0, 1]: containment in the direction that is larger
+            (:func:`autograder.copies.detect._pair`).
         tokens: how many tokens of shared code the score rests on.
         overlap: what copydetect found, for the report's highlights.
+        shared: the fingerprints the two share.
+        elsewhere: ``(found, compared)``: how many of the other learners of the cell (beside
+            the pair's) hold most of the shared code too, of how many: how rare the match is.
     """
 
     cell: str
@@ -87,9 +93,25 @@ class Pair:
     similarity: float
     tokens: int
     overlap: Overlap
+    shared: frozenset[int] = field(default=frozenset(), repr=False)
+    elsewhere: tuple[int, int] = (0, 0)
+
+    @property
+    def found_in_learner(self) -> float:
+        """The share of the other code found in the learner's (for two learners: the smaller
+        share, found in each other): the strong direction."""
+        mine, other = self.overlap.shares
+        return other if self.other.course else min(mine, other)
 
     def flagged(self, threshold: float) -> bool:
-        return self.similarity >= threshold and self.tokens >= MIN_TOKENS
+        """Whether the other code is found in the learner's (at least :data:`MIN_TOKENS`
+        shared; :data:`MIN_CONTAINED_TOKENS` for the tutorial-style code), or the learner's
+        code in the course's (at least :data:`MIN_CONTAINED_TOKENS`)."""
+        public = self.other.owner.startswith(PUBLIC_STRUCTURE)
+        return (self.found_in_learner >= threshold and self.tokens >= (
+            MIN_CONTAINED_TOKENS if public else MIN_TOKENS)) or (
+            self.other.course and self.similarity >= threshold
+            and self.tokens >= MIN_CONTAINED_TOKENS)
 
 
 @dataclass

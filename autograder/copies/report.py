@@ -1,11 +1,11 @@
 """The class report of copy detection: one HTML page per chapter, for the instructor.
 
-``<course>/similarity/<chapter>.html`` lists the most similar pairs that
-:func:`autograder.copies.detect.check_chapter` found, learner against learner and learner
-against the course's code: every flagged pair, then the closest of the others, so that the
-instructor sees how far the rest of the class is. Each pair is shown side by side in the form
-that was compared (normalised, or as written for the exercises whose text dictates their
-code), with the shared runs of tokens highlighted, and the code as written below it. The page
+``<course>/similarity/<chapter>.html`` lists, for every graded cell, the most similar pairs
+that :func:`autograder.copies.detect.check_chapter` found, learner against learner and
+learner against the course's code: every flagged pair, then the closest of the others, so
+that the instructor sees the near misses of each cell too. Each pair is shown side by side in
+the form that was compared (normalised), with the shared runs of tokens highlighted, and the
+code as written below it. Each learner's pairs can be reached by ``#learner-<id>``. The page
 is sanitised like the learners' feedback pages
 (:func:`autograder.steps.feedback.sanitise_page`): learners' code is text on it, never markup.
 """
@@ -19,16 +19,15 @@ from autograder.copies.pairs import (
     DICTATED,
     MIN_TOKENS,
     NOISE_TOKENS,
-    WRITTEN,
     ChapterCheck,
     Pair,
 )
 from autograder.steps.feedback import sanitise_page
 
 # Flagged pairs shown (the most similar first; the flag files name every one), then the
-# closest pairs below the threshold.
+# closest pairs below the threshold of each cell.
 FLAGGED_SHOWN = 200
-CLOSEST_SHOWN = 30
+CLOSEST_SHOWN = 10
 _STYLE = """
 body { font-family: sans-serif; margin: 2em; }
 table.pairs td, table.pairs th { padding: 2px 8px; text-align: left; }
@@ -58,30 +57,36 @@ def highlighted(text: str, regions: tuple[tuple[int, int], ...]) -> str:
 
 
 def _shown(check: ChapterCheck) -> list[Pair]:
-    flagged = [p for p in check.pairs if p.flagged(check.threshold)]
-    others = [p for p in check.pairs if not p.flagged(check.threshold)]
-    return flagged[:FLAGGED_SHOWN] + others[:CLOSEST_SHOWN]
+    """The flagged pairs, then the :data:`CLOSEST_SHOWN` closest others of each cell, by cell
+    (the pairs of ``check`` are most similar first)."""
+    flagged = [p for p in check.pairs if p.flagged(check.threshold)][:FLAGGED_SHOWN]
+    closest: dict[str, list[Pair]] = {}
+    for pair in check.pairs:
+        if not pair.flagged(check.threshold):
+            closest.setdefault(pair.cell, []).append(pair)
+    return flagged + [p for cell in sorted(closest) for p in closest[cell][:CLOSEST_SHOWN]]
 
 
 def _summary(check: ChapterCheck) -> str:
     flagged = sum(1 for p in check.pairs if p.flagged(check.threshold))
     lines = [
         f"<p>{len(check.students)} learner(s) compared, {flagged} pair(s) flagged. A pair is "
-        f"flagged when at least {check.threshold:.0%} of the other code (for two learners: of "
-        f"each one's) is found in the learner's cell and the shared code is at least "
-        f"{MIN_TOKENS} tokens long; runs shorter than {NOISE_TOKENS} tokens do not count. "
-        "Code is compared once names, comments, docstrings, type hints, layout and the order "
-        "of definitions are set aside; the stub the learners were given never counts. Flags "
+        f"flagged when at least {check.threshold:.0%} of the other code is found in the "
+        f"learner's cell, or of the learner's cell in the other code, and the shared code is "
+        f"at least {MIN_TOKENS} tokens long; runs shorter than {NOISE_TOKENS} tokens do not "
+        "count. Code is compared once names, comments, docstrings, asserts, type hints, "
+        "layout, equivalent spellings and the order of definitions are set aside; the stub "
+        "and the code the notebook shows every learner never count. Below the flagged pairs, "
+        f"the {CLOSEST_SHOWN} closest pairs of every cell. Flags "
         "of copy detection never change a score and are never shown to learners.</p>"]
     dictated = sorted(e for e in DICTATED if e[:4] == check.chapter[:4])
     if dictated:
         lines.append(
             f"<p>{html.escape(', '.join(dictated))}: the exercise's text dictates the code line "
-            "by line, so learners who follow it write the course's answer and the normalised "
-            "form is no evidence. These cells are compared as written instead, with the "
-            "course's answer counted as given: what is left to share is what a copy keeps "
-            "(the source's docstrings, comments, type hints and names). A paste that keeps them "
-            "is found; one stripped of them and renamed cannot be told from honest work.</p>")
+            "by line, so learners who follow it write the course's answer. In these cells the "
+            "course's answer counts as given, like the stub: what is left to share is what a "
+            "copy keeps beyond it. A paste of the course's answer itself cannot be told from "
+            "honest work there.</p>")
     if flagged > FLAGGED_SHOWN:
         lines.append(f"<p>The {FLAGGED_SHOWN} most similar flagged pairs are shown below; the "
                      "flags of every learner name all of theirs.</p>")
@@ -94,15 +99,17 @@ def _summary(check: ChapterCheck) -> str:
 
 def _row(number: int, pair: Pair, threshold: float) -> str:
     mark = '<span class="flagged">flagged</span>' if pair.flagged(threshold) else ""
+    found, compared = pair.elsewhere
+    shares = "/".join(f"{share:.0%}" for share in pair.overlap.shares)
     cells = [f'<a href="#pair-{number}">{number}</a>', html.escape(pair.cell),
              html.escape(pair.learner.owner), html.escape(pair.other.label),
-             f"{pair.similarity:.0%}", str(pair.tokens), mark]
+             f"{pair.similarity:.0%} ({shares})", str(pair.tokens), f"{found} of {compared}",
+             mark]
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
 
 
 def _side_by_side(number: int, pair: Pair, threshold: float) -> str:
     flag = " (flagged)" if pair.flagged(threshold) else ""
-    flag += " (compared as written)" if pair.learner.form == WRITTEN else ""
     left = highlighted(pair.learner.unit.text, pair.overlap.regions[0])
     right = highlighted(pair.other.unit.text, pair.overlap.regions[1])
     return (f'<h3 id="pair-{number}">{number}. {html.escape(pair.cell)}: '
@@ -116,13 +123,24 @@ def _side_by_side(number: int, pair: Pair, threshold: float) -> str:
             f"{html.escape(pair.other.source)}</pre></details></td></tr></table>")
 
 
+def _anchors(pair: Pair, seen: set[str]) -> str:
+    """``learner-<id>`` targets before the first pair of each learner it names (the Formgrader
+    links a learner's flags there)."""
+    owners = [c.owner for c in (pair.learner, pair.other) if not c.course and c.owner not in seen]
+    seen.update(owners)
+    return "".join(f'<p id="learner-{html.escape(owner, quote=True)}"></p>' for owner in owners)
+
+
 def render(check: ChapterCheck) -> str:
     """The report's page, sanitised."""
     shown = _shown(check)
-    header = "".join(f"<th>{h}</th>" for h in ("#", "cell", "learner", "similar to",
-                                                "similarity", "tokens", ""))
+    header = "".join(f"<th>{h}</th>" for h in (
+        "#", "cell", "learner", "similar to", "similarity (of the learner's / of the other)",
+        "tokens", "others holding it", ""))
     rows = "\n".join(_row(n, p, check.threshold) for n, p in enumerate(shown, 1))
-    sections = "\n".join(_side_by_side(n, p, check.threshold) for n, p in enumerate(shown, 1))
+    seen: set[str] = set()
+    sections = "\n".join(_anchors(p, seen) + _side_by_side(n, p, check.threshold)
+                         for n, p in enumerate(shown, 1))
     title = f"Copy detection: {check.chapter}"
     page = (f"<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"

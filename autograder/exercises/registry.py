@@ -448,32 +448,19 @@ def _not_callable(exercise_id: str, fn: Any, hidden: bool) -> str:
             "function itself, without calling it.")
 
 
-def _codes(value: Any) -> set[tuple[Any, ...]]:
-    """The code (bytecode, constants, names) of a function, or of the methods of a class."""
-    functions = [value]
-    if isinstance(value, type):
-        functions = [getattr(v, "__func__", v) for v in vars(value).values()]
-    # A decorator's wrapper (torch.no_grad's) shares one code object with every function it
-    # wraps: compare the functions themselves.
-    functions = [inspect.unwrap(f) if callable(f) else f for f in functions]
-    return {(f.__code__.co_code, repr(f.__code__.co_consts), f.__code__.co_names)
-            for f in functions if hasattr(f, "__code__")}
-
-
 def _borrowed(fn: Any, reference: Any) -> str:
-    """How ``fn`` is the reference in disguise (``"a subclass of"``), or ``""``.
+    """How ``fn`` is the reference itself (``"exactly"``, ``"a subclass of"``), or ``""``.
 
     A courtesy to learners in their notebook, where the reference is importable: the grader
     itself never relies on it, since the learner's process for an exercise cannot reach the
-    exercise's reference at all.
+    exercise's reference at all. A copy of the reference's code is not the reference: it is
+    graded like any answer, in every chapter the same, and copy detection flags it for the
+    instructor (:mod:`autograder.copies`).
     """
     if fn is reference:
         return "exactly"
     if isinstance(fn, type) and isinstance(reference, type) and issubclass(fn, reference):
         return "a subclass of"
-    mine = _codes(fn)
-    if mine and mine & _codes(reference) == _codes(reference):
-        return "a copy of"
     return ""
 
 

@@ -222,12 +222,11 @@ def auto_score(graded: dict, student: str) -> float:
 def test_honest_learners_keep_full_marks_and_no_flag(graded):
     for student in HONEST:
         assert auto_score(graded, student) == FULL, student
-        # They hand in the course's solutions, which copy detection reports (its own tests are
-        # in test_similarity.py); nothing else may be flagged.
+        # They hand in the course's solutions, which copy detection may report (its own tests
+        # are in test_similarity.py); nothing else may be flagged.
         course = Course.of(graded["root"], graded["course"])
         codes = {f.code for f in read_flags(course, student, CH)}
         assert codes - set(COPY_FLAGS) == set(), (student, codes)
-        assert "copied_reference" in codes, student
         assert float(rows(graded)[student]["max_score"]) == MAX
 
 

@@ -439,8 +439,8 @@ def test_collect_refuses_each_bad_entry_with_its_reason_and_takes_the_rest(hosti
 def test_every_honest_learner_keeps_full_marks(hostile):
     for student in HONEST:
         assert auto_score(hostile, student) == AUTO_POINTS, (student, codes(hostile, student))
-    # They all hand in the course's solutions, which copy detection reports (its own tests are
-    # in test_similarity.py); nothing else may be flagged.
+    # They all hand in the course's solutions, which copy detection may report (its own tests
+    # are in test_similarity.py); nothing else may be flagged.
     def other(student: str) -> set[str]:
         return codes(hostile, student) - set(COPY_FLAGS)
 
@@ -453,7 +453,9 @@ def test_every_honest_learner_keeps_full_marks(hostile):
             assert other(student) == {"shared_file"}
     # "I checked my solutions against the worked examples" is a comment, not an import.
     assert other("commented") == set()
-    assert "similar_submissions" in codes(hostile, "chloë")
+    # chloë and noël hand in the same answers, which in chapter 2 are no evidence: its short
+    # answers are what every honest learner writes, its long one is what its text dictates.
+    assert "similar_submissions" not in codes(hostile, "chloë")
 
 
 def test_every_bad_learner_has_a_specific_flag(hostile):

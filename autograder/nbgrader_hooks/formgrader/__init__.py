@@ -12,6 +12,9 @@ take the course's path through :mod:`autograder.nbgrader_hooks.commands`), excep
   are typeset by the MathJax that ``jupyter_server_mathjax`` serves from this server, so they
   render offline; and the learner's HTML and Markdown are sanitised, since the page runs in
   the instructor's server (:class:`FormgradeExporter`, ``templates/course_formgrade/``);
+* **Manage Submissions** links to the chapter's class report of copy detection
+  (``similarity/<chapter>.html`` of the course folder, served to logged-in users only under
+  ``formgrader/course/similarity/``), and each copy flag to the learner's pairs in it;
 * **Manage Submissions** also lists the chapter's extensions and gives or takes back one
   learner's (``static/extensions.js``, :class:`Extensions`);
 * **Release** shows the course's refusal (the chapters to close first and the command) as a
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PrefixLoader, pass_context
+from jupyter_server.base.handlers import AuthenticatedFileHandler
 from jupyter_server.utils import url_path_join
 from nbconvert.exporters import HTMLExporter
 from nbgrader.server_extensions.formgrader import apihandlers, handlers
@@ -256,6 +260,9 @@ class CourseFormgrader(FormgradeExtension):
         routes += [
             (r"/formgrader/api/course/extensions/([^/]+)", Extensions),
             (r"/formgrader/api/course/extensions/([^/]+)/([^/]+)", Extensions),
+            # The class reports of copy detection hold learners' code: logged-in users only.
+            (r"/formgrader/course/similarity/(.*)", AuthenticatedFileHandler,
+             {"path": str(course_of(self.coursedir).folder / "similarity")}),
             (r"/formgrader/course/(.*)", web.StaticFileHandler, {"path": str(STATIC)}),
             (r"/formgrader/static/(.*)", web.StaticFileHandler,
              {"path": handlers.static_path}),

@@ -1,6 +1,15 @@
 // The course's additions to nbgrader's Manage Submissions page (manage_submissions.js, loaded
 // before this file): a Flags column with each submission's flags and their reasons, and
-// learners' names as the gradebook knows them, else their ids (never "None, None").
+// learners' names as the gradebook knows them, else their ids (never "None, None"); each copy
+// flag links to the learner's pairs in the chapter's class report of copy detection.
+var COPY_FLAGS = ["copied_reference", "similar_submissions"];
+
+// The chapter's class report of copy detection, served by the course's formgrader.
+var reportUrl = function () {
+    return base_url + "/formgrader/course/similarity/" + encodeURIComponent(assignment_id)
+        + ".html";
+};
+
 (function () {
     var nbgraderInsertRow = insertRow;
     insertRow = function (table) {
@@ -32,12 +41,18 @@
             return;
         }
         var list = $("<ul/>").addClass("course-flags");
+        var self = this;
         flags.forEach(function (flag) {
             var item = $("<li/>").append($("<span/>").addClass("label label-danger").text(flag.code));
             if (flag.cell) {
                 item.append(" ").append($("<code/>").text(flag.cell));
             }
             item.append(" ").append($("<span/>").addClass("reason").text(flag.reason));
+            if (COPY_FLAGS.indexOf(flag.code) >= 0) {
+                item.append(" ").append($("<a/>").attr("target", "_blank").attr("href",
+                    reportUrl() + "#learner-" + encodeURIComponent(self.model.get("student")))
+                    .text("see the pair in the report"));
+            }
             list.append(item);
         });
         cell.append(list);

@@ -21,6 +21,13 @@
       outside it and flags what a human should look at: read a submission's
       <b>Flags</b> before you trust its score.
     </p>
+    <p id="course-similarity">
+      Copy detection compares every graded cell with the course's code and the class's:
+      <a target="_blank" href="{{ base_url }}/formgrader/course/similarity/{{ assignment_id }}.html">the
+      class report</a> shows each cell's closest pairs side by side, flagged or not (written
+      after autograding; <code>python -m autograder similarity {{ assignment_id }}</code> writes
+      it again). Flags of copy detection never change a score.
+    </p>
   </div>
 </div>
 <div class="panel panel-default" id="course-extensions">
