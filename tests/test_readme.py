@@ -486,7 +486,8 @@ MAKE_RECIPES = {
     "install": [],
     "lab": [jupyter_lab(["learner"], "notebooks")],
     "instructor": [jupyter_lab(["instructor", "learner"], ".")],
-    "test": [".venv/bin/ruff check .", ".venv/bin/python -m pytest -n 2 --dist loadfile"],
+    "test": [".venv/bin/ruff check .",
+             ".venv/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder"],
     "release": [".venv/bin/python -m autograder release"],
     "hub": ['TRANSFORMER_HUB_STATE="build/hub" .venv/bin/jupyterhub -f '
             "autograder/hub/jupyterhub_config.py --JupyterHub.bind_url=http://127.0.0.1:8000"],
