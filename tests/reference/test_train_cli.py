@@ -1,10 +1,13 @@
 """The training command line: a full reverse-task run and its error messages."""
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,6 +16,7 @@ from transformer_ref.data.batching import pad_sequences
 from transformer_ref.data.datasets import synthetic_pairs
 from transformer_ref.decoding import greedy_decode
 from transformer_ref.masks import make_src_mask
+from transformer_ref.train import main
 from transformer_ref.training.checkpoint import load_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,6 +28,19 @@ def train_cli(*args: str, env: dict | None = None, timeout: float = 300):
         cwd=ROOT, capture_output=True, text=True, timeout=timeout,
         env={**os.environ, **(env or {})},
     )
+
+
+def refused(*args: str) -> SimpleNamespace:
+    """``python -m transformer_ref.train ARGS`` refused before it trains, run in this process
+    (a new interpreter would spend seconds importing PyTorch for each message): its exit
+    status and what it printed."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main([*args, "--no-progress"])
+        except SystemExit as exit_:  # argparse's own refusals
+            status = exit_.code
+    return SimpleNamespace(returncode=status, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 @pytest.fixture(scope="module")
@@ -55,25 +72,25 @@ def test_reverse_cpu_reaches_full_exact_match(reverse_run):
 @pytest.mark.slow
 def test_out_dir_of_another_task_is_refused(reverse_run):
     out, _ = reverse_run
-    proc = train_cli("--task", "copy", "--device", "cpu", "--out", str(out))
+    proc = refused("--task", "copy", "--device", "cpu", "--out", str(out))
     assert proc.returncode == 2
     assert "'reverse'" in proc.stderr and "choose another --out" in proc.stderr
 
 
 def test_bad_device_is_a_clear_error(tmp_path):
-    proc = train_cli("--task", "reverse", "--device", "tpu", "--out", str(tmp_path))
+    proc = refused("--task", "reverse", "--device", "tpu", "--out", str(tmp_path))
     assert proc.returncode == 2 and "expected 'auto', 'cpu', 'cuda'" in proc.stderr
     if not torch.cuda.is_available():
-        proc = train_cli("--task", "reverse", "--device", "cuda", "--out", str(tmp_path))
+        proc = refused("--task", "reverse", "--device", "cuda", "--out", str(tmp_path))
         assert proc.returncode == 2
         assert "no CUDA GPU is visible; use --device cpu or auto" in proc.stderr
 
 
-def test_missing_multi30k_points_at_the_download(tmp_path):
+def test_missing_multi30k_points_at_the_download(tmp_path, monkeypatch):
     empty = tmp_path / "empty"
     empty.mkdir()
-    proc = train_cli("--task", "multi30k", "--device", "cpu", "--out", str(tmp_path / "run"),
-                     env={"MULTI30K_DIR": str(empty)})
+    monkeypatch.setenv("MULTI30K_DIR", str(empty))
+    proc = refused("--task", "multi30k", "--device", "cpu", "--out", str(tmp_path / "run"))
     assert proc.returncode == 2, proc.stderr
     assert "python -m transformer_ref.data download multi30k" in proc.stderr
     assert "MULTI30K_DIR" in proc.stderr
@@ -81,7 +98,7 @@ def test_missing_multi30k_points_at_the_download(tmp_path):
 
 
 def test_resume_without_checkpoint_is_a_clear_error(tmp_path):
-    proc = train_cli("--task", "reverse", "--device", "cpu", "--out", str(tmp_path), "--resume")
+    proc = refused("--task", "reverse", "--device", "cpu", "--out", str(tmp_path), "--resume")
     assert proc.returncode == 2 and "drop --resume" in proc.stderr
 
 
@@ -97,7 +114,7 @@ def test_eval_every_sets_the_evaluation_interval(tmp_path):
 
 
 def test_eval_every_must_not_be_negative(tmp_path):
-    proc = train_cli("--task", "reverse", "--device", "cpu", "--out", str(tmp_path),
+    proc = refused("--task", "reverse", "--device", "cpu", "--out", str(tmp_path),
                      "--eval-every", "-5")
     assert proc.returncode == 2 and "expected 0 or more, got -5" in proc.stderr
 
@@ -127,14 +144,14 @@ def test_set_changes_one_setting_and_the_run_records_it(tmp_path):
     ("dropout", "expected NAME=VALUE, got 'dropout'"),
 ])
 def test_bad_settings_are_named(tmp_path, setting, message):
-    proc = train_cli("--task", "reverse", "--device", "cpu", "--out", str(tmp_path),
+    proc = refused("--task", "reverse", "--device", "cpu", "--out", str(tmp_path),
                      "--set", setting)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
 
 
 def test_cpu_long_preset_is_for_multi30k_only(tmp_path):
-    proc = train_cli("--task", "reverse", "--preset", "cpu-long", "--out", str(tmp_path))
+    proc = refused("--task", "reverse", "--preset", "cpu-long", "--out", str(tmp_path))
     assert proc.returncode == 2
     assert "the cpu-long preset is for --task multi30k" in proc.stderr
 
