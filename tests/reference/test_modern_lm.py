@@ -9,21 +9,21 @@ import torch.nn.functional as F
 
 from transformer_ref.generation.rope_cache import cached_rope_attention, generate_greedy
 from transformer_ref.model.grouped_attention import GroupedQueryAttention, grouped_query_attention
-from transformer_ref.model.modern_layers import RMSNorm, SwiGLU, swiglu_width
+from transformer_ref.model.modern_layers import RmsNorm, Swiglu, swiglu_width
 from transformer_ref.model.modern_lm import ModernLanguageModel
 from transformer_ref.model.rope import apply_rope
 
 
 def test_rms_norm_rows_have_unit_root_mean_square() -> None:
     x = torch.randn(3, 5, 16, dtype=torch.float64) * 7
-    y = RMSNorm(16, eps=0.0).double()(x)
+    y = RmsNorm(16, eps=0.0).double()(x)
     torch.testing.assert_close(y.pow(2).mean(-1), torch.ones(3, 5, dtype=torch.float64))
-    assert torch.isfinite(RMSNorm(4)(torch.zeros(2, 4))).all()
+    assert torch.isfinite(RmsNorm(4)(torch.zeros(2, 4))).all()
 
 
 def test_swiglu_width_matches_a_relu_ffn_in_parameters() -> None:
     assert swiglu_width(768) == 2048
-    ffn = SwiGLU(96)
+    ffn = Swiglu(96)
     assert sum(p.numel() for p in ffn.parameters()) == pytest.approx(8 * 96 * 96, rel=0.01)
     x = torch.randn(2, 3, 96)
     torch.testing.assert_close(ffn(x), ffn.w2(F.silu(ffn.w1(x)) * ffn.w3(x)))

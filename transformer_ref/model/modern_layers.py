@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-class RMSNorm(nn.Module):
+class RmsNorm(nn.Module):
     """``x / sqrt(mean(x^2) + eps) * weight`` over the last axis (Zhang & Sennrich, 2019).
 
     LayerNorm without the mean and without the bias: only the scale of each row is
@@ -45,7 +45,7 @@ def swiglu_width(d_model: int) -> int:
     return int(8 * d_model / 3)
 
 
-class SwiGLU(nn.Module):
+class Swiglu(nn.Module):
     """The gated feed-forward network ``w2(silu(w1(x)) * w3(x))`` (Shazeer, 2020), no biases.
 
     Args:

@@ -15,23 +15,23 @@ from torch import Tensor, nn
 from transformer_ref.model.embeddings import Embeddings
 from transformer_ref.model.generator import Generator
 from transformer_ref.model.grouped_attention import GroupedQueryAttention
-from transformer_ref.model.modern_layers import RMSNorm, SwiGLU
+from transformer_ref.model.modern_layers import RmsNorm, Swiglu
 
 
 class ModernBlock(nn.Module):
     """``x + self_attn(norm1(x))``, then ``x + feed_forward(norm2(x))`` (pre-norm, no dropout).
 
     Sub-modules: ``self_attn`` (:class:`GroupedQueryAttention`), ``feed_forward``
-    (:class:`SwiGLU`), ``norm1``, ``norm2`` (:class:`RMSNorm`).
+    (:class:`Swiglu`), ``norm1``, ``norm2`` (:class:`RmsNorm`).
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int,
                  d_ff: int | None = None) -> None:
         super().__init__()
         self.self_attn = GroupedQueryAttention(d_model, n_heads, n_kv_heads)
-        self.feed_forward = SwiGLU(d_model, d_ff)
-        self.norm1 = RMSNorm(d_model)
-        self.norm2 = RMSNorm(d_model)
+        self.feed_forward = Swiglu(d_model, d_ff)
+        self.norm1 = RmsNorm(d_model)
+        self.norm2 = RmsNorm(d_model)
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, T, d_model) -> (B, T, d_model)``, causal."""
@@ -49,7 +49,7 @@ class ModernLanguageModel(nn.Module):
         context generation keeps; tie_weights: the generator shares the embedding table.
 
     Attributes:
-        embed, layers, norm (:class:`RMSNorm`), generator, max_len, config (the constructor's
+        embed, layers, norm (:class:`RmsNorm`), generator, max_len, config (the constructor's
         arguments: ``ModernLanguageModel(**model.config)`` rebuilds it).
     """
 
@@ -59,7 +59,7 @@ class ModernLanguageModel(nn.Module):
         super().__init__()
         self.embed = Embeddings(vocab, d_model)
         self.layers = nn.ModuleList(ModernBlock(d_model, h, n_kv_heads, d_ff) for _ in range(N))
-        self.norm = RMSNorm(d_model)
+        self.norm = RmsNorm(d_model)
         self.generator = Generator(d_model, vocab)
         self.max_len = max_len
         self.config = dict(vocab=vocab, N=N, d_model=d_model, h=h, n_kv_heads=n_kv_heads,

@@ -22,6 +22,7 @@ torch is imported inside the check functions, so importing this module stays tor
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import types
 from collections.abc import Callable
@@ -102,7 +103,7 @@ class _RMSNormOutside:
     points=2,
     difficulty="easy",
     minutes=10,
-    reference="transformer_ref.model.modern_layers:RMSNorm",
+    reference="transformer_ref.model.modern_layers:RmsNorm",
 )
 def check_rms_norm(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     """``RMSNorm(d_model, eps=1e-6)`` with the parameter ``weight``: rows of very different
@@ -119,13 +120,13 @@ def check_rms_norm(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     with torch.no_grad():
         got = call_torch(pair.learner, x)
     if isinstance(got, torch.Tensor) and agrees(got, variants["outside"]):
-        ctx = CheckContext(ctx.exercise_id, ctx.hidden, rng, _RMSNormOutside(ctx.reference))
+        ctx = dataclasses.replace(ctx, reference=_RMSNormOutside(ctx.reference))
         pair = build_modules(ctx, fn, d_model, eps)
     compare_forward(ctx, pair, (x,), hints=_rms_hints(variants))
     module = construct(ctx, fn, d_model)
     zero = call_torch(module, torch.zeros(2, 3, d_model))
-    if not bool(torch.isfinite(expect_tensor(zero, f"RMSNorm({d_model}) on zeros")).all()):
-        fail(f"RMSNorm({d_model}) on a row of zeros gives NaN: the default eps (1e-6) must be "
+    if not bool(torch.isfinite(expect_tensor(zero, f"RmsNorm({d_model}) on zeros")).all()):
+        fail(f"RmsNorm({d_model}) on a row of zeros gives NaN: the default eps (1e-6) must be "
              "added to the mean square (or to its root) so that the division stays finite.")
 
 
@@ -157,10 +158,10 @@ def _swiglu_hints(ffn: nn.Module, x: Tensor) -> list[Hint]:
     points=2,
     difficulty="easy",
     minutes=15,
-    reference="transformer_ref.model.modern_layers:SwiGLU",
+    reference="transformer_ref.model.modern_layers:Swiglu",
 )
 def check_swiglu(ctx: CheckContext, fn: Callable[..., Any]) -> None:
-    """``SwiGLU(d_model, d_ff=None)`` with bias-free ``w1, w2, w3``: outputs and gradients
+    """``Swiglu(d_model, d_ff=None)`` with bias-free ``w1, w2, w3``: outputs and gradients
     with a given ``d_ff``, then the default width ``int(8 * d_model / 3)``."""
     rng = ctx.rng
     d_model, d_ff = int(rng.integers(4, 10)), int(rng.integers(5, 20))
@@ -172,7 +173,7 @@ def check_swiglu(ctx: CheckContext, fn: Callable[..., Any]) -> None:
     width = getattr(getattr(module, "w1", None), "out_features", None)
     wanted = int(8 * d_model / 3)
     if width != wanted:
-        fail(f"SwiGLU({d_model}) has a hidden width of {width}; the default is "
+        fail(f"Swiglu({d_model}) has a hidden width of {width}; the default is "
              f"int(8 * d_model / 3) = {wanted}: two thirds of a ReLU FFN's 4 * d_model, so that "
              "the three matrices hold as many weights as that FFN's two.")
 
@@ -380,15 +381,17 @@ def _attention_weights(rng: np.random.Generator) -> nn.Module:
     attn = AttentionWeights(n_heads * d_k, n_heads, n_kv, round(float(rng.uniform(8, 40)), 1))
     randomize_parameters(attn, rng)
     attn = attn.double().eval()
-    attn.__class__ = graded_model_class(
-        AttentionWeights, ATTENTION_WEIGHTS,
-        lambda c: (f"GroupedQueryAttention(d_model={c['d_model']}, n_heads={c['n_heads']}, "
-                   f"n_kv_heads={c['n_kv_heads']}, base={c['base']})"))
+    attn.__class__ = graded_model_class(AttentionWeights, ATTENTION_WEIGHTS, _describe_attention)
     return attn
 
 
+def _describe_attention(config: dict[str, Any]) -> str:
+    return (f"GroupedQueryAttention(d_model={config['d_model']}, n_heads={config['n_heads']}, "
+            f"n_kv_heads={config['n_kv_heads']}, base={config['base']})")
+
+
 @register(
-    "ch12.cached_rope_generation",
+    "ch12.cached_rope_attention",
     title="A key/value cache with rotary positions at the cache's offset",
     points=4,
     difficulty="hard",
@@ -411,6 +414,16 @@ def check_cached_rope_attention(ctx: CheckContext, fn: Callable[..., Any]) -> No
     whole = {p: _with_pairing(ctx.reference, p) for p in PAIRINGS}
     cuts = [0, prompt, *range(prompt + 1, total - 1), total - 1, total]
     cuts = sorted(set(cuts) - {total - 1}) if rng.integers(2) else sorted(set(cuts))
+    with torch.no_grad():
+        _drive_cache(fn, attn, x, cuts, whole)
+
+
+def _drive_cache(fn: Callable[..., Any], attn: nn.Module, x: Tensor, cuts: list[int],
+                 whole: dict[str, Callable[..., Any]]) -> None:
+    """Feed ``x`` to the learner's cached attention in the pieces between ``cuts`` and
+    compare every output and cache with the reference in the learner's pairing."""
+    import torch
+
     reference, past, mine = whole["interleaved"], None, (None, None)
     for i, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
         what = (f"cached_rope_attention({attn!r}, x of positions {a} .. {b - 1}, "
