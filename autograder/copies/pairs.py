@@ -35,7 +35,8 @@ NORMALISED, WRITTEN = "normalised", "written"
 # benchmarks/similarity_calibration.py finds them; a test fails when this list is out of date.
 DICTATED = frozenset({"ch02.scaled_dot_product_attention", "ch07.encoder_layer",
                       "ch07.positionwise_feed_forward", "ch08.decoder_layer", "ch08.make_model",
-                      "ch10.bpe_encode", "ch10.learn_bpe", "ch11.sample"})
+                      "ch10.bpe_encode", "ch10.learn_bpe", "ch11.sample",
+                      "ch12.cached_rope_attention", "ch12.swiglu"})
 CODES = (COPIED_REFERENCE, SIMILAR_SUBMISSIONS)
 
 
