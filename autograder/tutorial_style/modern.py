@@ -5,7 +5,8 @@ them, with the thinnest adapter to the course's names and signatures (see
 Llama computes RMSNorm in float32 and casts back, builds its FFN with a hidden width from
 ``2 * 4 * d / 3`` and turns RoPE's pairs as complex numbers (interleaved pairs); Hugging Face
 turns split halves (``rotate_half``), repeats key/value heads with ``repeat_kv`` and keeps a
-``cache_position`` for the cache's offset.
+``cache_position`` for the cache's offset. ARENA's interpretability course scores
+induction heads along a diagonal stripe of the attention pattern.
 """
 
 from __future__ import annotations
@@ -124,3 +125,13 @@ def hf_cached_attention(attn: nn.Module, x: Tensor, past_k: Tensor | None,
     attn_output = hf_grouped_query_attention(query_states, key_states, value_states, causal)
     attn_output = attn_output.transpose(1, 2).reshape(bsz, q_len, -1).contiguous()
     return attn.w_o(attn_output), key_states, value_states
+
+
+def arena_prefix_matching_score(pattern: Tensor, half: int) -> Tensor:
+    """ARENA's induction score: the stripe ``pattern.diagonal(offset=1 - seq_len)`` averaged
+    over positions (ARENA's sequences start with a BOS token, which puts exactly the second
+    half's rows on that stripe; without it, the stripe's first entry is a first-half row)."""
+    if pattern.shape[-2:] != (2 * half, 2 * half):
+        raise ValueError(f"expected a pattern of {2 * half} positions, got {tuple(pattern.shape)}")
+    induction_stripe = pattern.diagonal(dim1=-2, dim2=-1, offset=1 - half)[..., 1:]
+    return induction_stripe.mean(dim=-1)

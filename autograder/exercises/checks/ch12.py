@@ -441,3 +441,72 @@ def _drive_cache(fn: Callable[..., Any], attn: nn.Module, x: Tensor, cuts: list[
         for name, tensor, wanted in zip("kv", got[1:], expected[1:], strict=True):
             compare_tensors(tensor, wanted, f"{name} (the cache after the call) of {what}")
         past, mine = expected[1:], got[1:]
+
+
+# ----------------------------------------------------------------------------- induction
+
+
+def _causal_pattern(rng: np.random.Generator, shape: tuple[int, ...]) -> Tensor:
+    """Random causal attention weights ``(*shape, L, L)``: each row a softmax over keys
+    ``<= `` its query."""
+    import torch
+
+    scores = random_tensor(rng, shape, scale=2.0)
+    length = shape[-1]
+    causal = torch.ones(length, length, dtype=torch.bool).tril()
+    return scores.masked_fill(~causal, float("-inf")).softmax(-1)
+
+
+def _induction_hints(pattern: Tensor, half: int) -> list[Hint]:
+    rows = np.arange(half, 2 * half)
+
+    def mean_at(shift: int, p: Tensor = pattern) -> Tensor:
+        return p[..., rows, rows - half + shift].mean(-1)
+
+    diagonal = pattern.diagonal(offset=1 - half, dim1=-2, dim2=-1)
+    return [
+        Hint("this is the attention on the previous occurrence itself (position i - half): "
+             "a duplicate-token head. An induction head attends to the token after it, "
+             "i - half + 1.", mean_at(0)),
+        Hint("the score reads position i - half + 2: the token after the previous occurrence "
+             "is at i - half + 1.", mean_at(2)),
+        Hint("queries and keys are swapped: rows are queries, columns keys, "
+             "pattern[..., i, i - half + 1].", mean_at(1, pattern.transpose(-2, -1))),
+        Hint("the mean includes query rows of the first half, which have no earlier "
+             "occurrence: average over i = half .. 2 * half - 1 only.", diagonal.mean(-1)),
+        Hint("summed instead of averaged: divide by the half's length.",
+             mean_at(1) * half),
+    ]
+
+
+@register(
+    "ch12.prefix_matching_score",
+    title="The prefix-matching score of an induction head",
+    points=2,
+    difficulty="easy",
+    minutes=15,
+    reference="transformer_ref.induction:prefix_matching_score",
+)
+def check_prefix_matching_score(ctx: CheckContext, fn: Callable[..., Any]) -> None:
+    """``prefix_matching_score(pattern, half)`` on random causal attention weights
+    ``(n_heads, 2 half, 2 half)`` and with a leading batch axis, and on a pattern with one
+    exact induction head (score 1); ``ValueError`` for a pattern of another length."""
+    import torch
+
+    rng = ctx.rng
+    for leading in ((int(rng.integers(2, 5)),), (2, int(rng.integers(2, 4)))):
+        half = int(rng.integers(3, 7))
+        pattern = _causal_pattern(rng, (*leading, 2 * half, 2 * half))
+        what = f"prefix_matching_score(pattern {tuple(pattern.shape)}, half={half})"
+        compare_tensors(call_torch(fn, pattern, half), ctx.reference(pattern, half), what,
+                        hints=_induction_hints(pattern, half))
+    half = int(rng.integers(3, 6))
+    induction = _causal_pattern(rng, (2, 2 * half, 2 * half))
+    rows = torch.arange(half, 2 * half)
+    induction[1, rows] = 0.0
+    induction[1, rows, rows - half + 1] = 1.0
+    what = f"prefix_matching_score of an exact induction head (head 1), half={half}"
+    compare_tensors(call_torch(fn, induction, half), ctx.reference(induction, half), what,
+                    hints=_induction_hints(induction, half))
+    expect_raises(fn, ValueError, _causal_pattern(rng, (2, 2 * half + 1, 2 * half + 1)), half,
+                  reason=f"the pattern is not (..., {2 * half}, {2 * half})")
