@@ -17,7 +17,7 @@ def chapter_id(text: str) -> str:
     if text in CHAPTERS.values():
         return text
     raise argparse.ArgumentTypeError(
-        f"unknown chapter {text!r}; use one of {', '.join(CHAPTERS.values())} (or ch01..ch11)")
+        f"unknown chapter {text!r}; use one of {', '.join(CHAPTERS.values())} (or ch01..ch12)")
 
 
 def add_course_options(parser: argparse.ArgumentParser) -> None:

@@ -45,6 +45,7 @@ CHAPTERS: dict[str, str] = {
     "ch09": "ch09_training",
     "ch10": "ch10_translation",
     "ch11": "ch11_language_model",
+    "ch12": "ch12_modern_llm",
 }
 DIFFICULTIES = ("easy", "medium", "hard")
 _ID_PATTERN = re.compile(r"^(ch\d\d)\.[a-z_][a-z0-9_]*$")

@@ -1,4 +1,4 @@
-"""The toolkit for checks of PyTorch exercises (chapters 7-11): modules, torch functions.
+"""The toolkit for checks of PyTorch exercises (chapters 7-12): modules, torch functions.
 
 A PyTorch exercise asks for an ``nn.Module`` class with the constructor signature and the
 parameter names of its reference in :mod:`transformer_ref.modules`. Its check builds both

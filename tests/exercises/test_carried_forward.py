@@ -48,6 +48,7 @@ SAME_BUG = {
     ("ch04.multi_head_attention: heads concatenated in reverse", "merge_heads_reversed"),
     ("ch05.add_and_norm: gamma and beta swapped", "ln_gamma_beta_swapped"),
     ("ch05.add_and_norm: eps not passed on", "ln_eps_ignored"),
+    ("ch12.cached_rope_attention: positions from 0 at every call", "rope_ignores_positions"),
 }
 LEARNERS_ATTENTION = """
 def scaled_dot_product_attention(q, k, v, mask=None):

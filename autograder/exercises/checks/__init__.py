@@ -1,4 +1,4 @@
-"""Check functions for the graded exercises, one module per chapter (``ch01.py`` ... ``ch11.py``).
+"""Check functions for the graded exercises, one module per chapter (``ch01.py`` ... ``ch12.py``).
 
 How a chapter module registers an exercise
 ------------------------------------------
