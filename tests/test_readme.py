@@ -330,6 +330,11 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     ),
     # The figures of the README and docs/training.md: the same entry points, drawn into a
     # temporary folder with tiny settings (the real run writes benchmarks/figures/).
+    # The copy detection's calibration: the test recomputes what it finds (the dictated
+    # exercises) and compares it with the course's list.
+    r"^python benchmarks/similarity_calibration\.py$": (
+        "tests/pipeline/test_similarity.py::"
+        "test_the_dictated_exercises_are_those_where_honest_work_reaches_the_threshold",),
     r"^python benchmarks/attention_scaling\.py$": (
         "tests/benchmarks/test_benchmark_scripts.py::test_attention_scaling_measures_both_paths",),
     r"^python benchmarks/readme_figures\.py$": (

@@ -39,7 +39,7 @@ COPIED_REFERENCE, SIMILAR_SUBMISSIONS = "copied_reference", "similar_submissions
 # benchmarks/similarity_calibration.py finds them; a test fails when this list is out of date.
 DICTATED = frozenset({"ch02.scaled_dot_product_attention", "ch07.encoder_layer",
                       "ch07.multi_head_attention", "ch08.decoder_layer", "ch10.bpe_encode",
-                      "ch10.learn_bpe", "ch11.language_model", "ch11.sample",
+                      "ch10.learn_bpe", "ch11.sample",
                       "ch12.cached_rope_attention", "ch12.swiglu"})
 CODES = (COPIED_REFERENCE, SIMILAR_SUBMISSIONS)
 

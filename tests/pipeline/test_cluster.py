@@ -271,7 +271,11 @@ def test_a_killed_worker_costs_nothing_and_a_worker_killer_only_its_learner(
         client.sync(add_plugin)
         killed = grade(sample, "course-killed", scheduler=client.scheduler.address)
     assert plugin.started == {"once": 2, "always": cluster.MAX_DEATHS}
-    assert plugin.killed == {"once": 1, "always": cluster.MAX_DEATHS}
+    # hana's grading may be handed to the worker just killed before the scheduler has seen it
+    # die: it dies there without a kill of ours, and counts as a death all the same (the row
+    # below says how many the grader counted).
+    assert plugin.killed["once"] == 1
+    assert cluster.MAX_DEATHS - 1 <= plugin.killed["always"] <= cluster.MAX_DEATHS
     assert plugin.crowded == []
 
     lost = f"hana,{CH05},"
