@@ -57,6 +57,7 @@ from autograder.course import COURSE_ID
 from autograder.exercises.checking import SECRET_ENV, SECRET_FILE_ENV
 from autograder.exercises.registry import all_exercises
 from autograder.grade.secret import DEVELOPMENT_ENV
+from autograder.hub.limits import class_cgroups
 from tests.fixtures.sample_class import load_chapter, mutant_source
 
 if TYPE_CHECKING:
@@ -205,13 +206,29 @@ def hub(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
 # ----------------------------------------------------------------------------- the browser side
 
 
+# JupyterLab's menu is up, or the hub says the server failed to start.
+LAB_OR_SPAWN_FAILED_JS = """() => !!document.querySelector('#jp-MainMenu')
+    || /Spawn failed|failed to start|Server not running|503/.test(document.body?.innerText || '')"""
+
+
 def _log_in(page: Page, hub: Hub, name: str) -> None:
-    """Log in at /hub/login and wait until the learner's JupyterLab is up."""
+    """Log in at /hub/login and wait until the learner's JupyterLab is up; fail with what the
+    page and the hub's log say when it does not come up."""
+    from playwright.sync_api import Error as PlaywrightError
+
     page.goto(f"{hub.url}/hub/login")
     page.fill("#username_input", name)
     page.fill("#password_input", hub.passwords[name])
     page.click("#login_submit")
-    page.locator("#jp-MainMenu").get_by_text("File", exact=True).wait_for(timeout=SPAWN_MS)
+    try:
+        page.wait_for_function(LAB_OR_SPAWN_FAILED_JS, timeout=SPAWN_MS, polling=500)
+        page.locator("#jp-MainMenu").get_by_text("File", exact=True).wait_for(timeout=UI_MS)
+    except PlaywrightError as exc:
+        log = hub.log.read_text(errors="replace").splitlines()
+        text = page.locator("body").inner_text(timeout=5_000)[-2_000:]
+        pytest.fail(f"{name}'s JupyterLab did not come up ({exc.message.splitlines()[0]}) at "
+                    f"{page.url}; the page says:\n{text}\n\nthe hub's log ends:\n"
+                    + "\n".join(line[:400] for line in log[-60:]))
 
 
 def _assignment_list(page: Page) -> None:
@@ -276,6 +293,10 @@ def _learner_works(page: Page, hub: Hub, name: str, source: str, shots: Path,
     assert _notebook_file(hub, name).is_file(), "fetched into the learner's own folder"
 
     _fill_exercise(page, hub, name, source)
+    if class_cgroups()[0] is not None:  # the server and its kernel, each in a group of theirs
+        groups, account = _memory_cgroups_of_server(hub, name), hub.prefix + name
+        assert f"learner-{account}/server" in groups, groups
+        assert any(group.startswith(f"learner-{account}/kernel-") for group in groups), groups
     validation = _validate(page) if validate else ""
 
     _assignment_list(page)
@@ -403,22 +424,45 @@ def _submission_row(frame: FrameLocator, name: str) -> Locator:
     return frame.locator("#main-table tr", has=frame.locator(".student-id", has_text=name))
 
 
-def _uids_of_server(hub: Hub, name: str) -> dict[int, set[str]]:
-    """The real and effective user ids of the processes of ``name``'s server on ``hub`` (those
-    whose environment names them as this hub's user), each with the programs that run as it;
-    but bubblewrap's, which sets up the view and hands over to the account's, as for learners."""
+def _server_processes(hub: Hub, name: str) -> list[Path]:
+    """The /proc folders of the processes of ``name``'s server on ``hub`` (those whose
+    environment names them as this hub's user), but bubblewrap's, which sets up the view and
+    hands over to the account's."""
     markers = {f"JUPYTERHUB_USER={name}".encode(),
                f"JUPYTERHUB_API_URL=http://127.0.0.1:{hub.ports[1]}/hub/api".encode()}
-    uids: dict[int, set[str]] = {}
+    found = []
     for proc in Path("/proc").glob("[0-9]*"):
         with contextlib.suppress(OSError):
             program = (proc / "cmdline").read_bytes().split(b"\0")[0].decode()
             if (markers <= set((proc / "environ").read_bytes().split(b"\0"))
                     and not program.endswith("/bwrap")):
-                status = (proc / "status").read_text()
-                for uid in re.search(r"^Uid:\s+(\d+)\s+(\d+)", status, flags=re.M).groups():
-                    uids.setdefault(int(uid), set()).add(program)
+                found.append(proc)
+    return found
+
+
+def _uids_of_server(hub: Hub, name: str) -> dict[int, set[str]]:
+    """The real and effective user ids of the processes of ``name``'s server on ``hub``, each
+    with the programs that run as it."""
+    uids: dict[int, set[str]] = {}
+    for proc in _server_processes(hub, name):
+        with contextlib.suppress(OSError):
+            program = (proc / "cmdline").read_bytes().split(b"\0")[0].decode()
+            status = (proc / "status").read_text()
+            for uid in re.search(r"^Uid:\s+(\d+)\s+(\d+)", status, flags=re.M).groups():
+                uids.setdefault(int(uid), set()).add(program)
     return uids
+
+
+def _memory_cgroups_of_server(hub: Hub, name: str) -> set[str]:
+    """The memory cgroups (their last two folders) of the processes of ``name``'s server."""
+    groups = set()
+    for proc in _server_processes(hub, name):
+        with contextlib.suppress(OSError):
+            for line in (proc / "cgroup").read_text().splitlines():
+                _, controllers, path = line.split(":", 2)
+                if controllers in ("memory", ""):
+                    groups.add("/".join(path.split("/")[-2:]))
+    return groups
 
 
 def _as_staff(hub: Hub, name: str, *command: str) -> subprocess.Popen:

@@ -1,7 +1,8 @@
 """What each learner's server on the class server may use: memory, a share of the CPU, processes.
 
 Each learner's JupyterLab, terminals and kernels run in a cgroup of their own
-(:mod:`autograder.cgroups`), ``learner-<name>`` in the hub's folder ``build-the-transformer-class``:
+(:mod:`autograder.cgroups`), ``learner-<account>`` (their system account, ``<prefix><name>``) in
+the folder ``build-the-transformer-class``:
 
 * ``memory_mb``: a memory cap for all of them together;
 * ``cpu_weight``: their share of the CPU when it is busy (a *weight*, not a quota: alone on the
@@ -109,12 +110,13 @@ def limits_report(limits: ServerLimits) -> list[str]:
         return [*lines, f"NOT enforced on this machine: {why}. Each learner's server can use "
                         "all the memory and CPU of the machine."]
     return [*lines, f"enforced with cgroup {kind}, one group per learner ({CLASS_GROUP}/"
-                    "learner-<name>), one per kernel inside it"]
+                    "learner-<account>), one per kernel inside it"]
 
 
-def learner_cgroup(name: str, limits: ServerLimits, uid: int, gid: int) -> Cgroup | None:
-    """A fresh group for the learner ``name``'s server (the one of an earlier start, and what
-    is left in it, removed), theirs to make kernels' groups in; None without cgroups.
+def learner_cgroup(account: str, limits: ServerLimits, uid: int, gid: int) -> Cgroup | None:
+    """A fresh group for the server of the learner whose system account is ``account`` (the
+    group of an earlier start, and what is left in it, removed), theirs to make kernels'
+    groups in; None without cgroups.
 
     Raises:
         OSError: the kernel refused to make it.
@@ -122,7 +124,7 @@ def learner_cgroup(name: str, limits: ServerLimits, uid: int, gid: int) -> Cgrou
     kind, _ = class_cgroups()
     if kind is None:
         return None
-    group_name = f"learner-{name}"
+    group_name = f"learner-{account}"
     stale = Cgroup(kind, {c: parent / group_name for c, parent in
                           cgroup_parents(kind, CLASS_GROUP, cpu=True).items()})
     if any(path.is_dir() for path in stale.paths.values()):

@@ -213,7 +213,9 @@ class ClassSpawner(LocalProcessSpawner):
         if self.role == "learner":
             refresh_view(classroom.course, classroom.exchange)
             entry = classroom.ensure_account(self.user.name)
-            self.cgroup = learner_cgroup(self.user.name, read_limits(classroom.state),
+            # Named after the account, which is the machine's only: two classes on one
+            # machine may both have an alice.
+            self.cgroup = learner_cgroup(entry.pw_name, read_limits(classroom.state),
                                          entry.pw_uid, entry.pw_gid)
             self.cmd = [*learner_view(classroom, self.user.name, entry.pw_uid, entry.pw_gid,
                                       self.cgroup),
