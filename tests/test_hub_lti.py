@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import threading
 import time
 import urllib.parse
@@ -24,6 +25,7 @@ from tornado.web import Application, HTTPError
 from traitlets.config import Config
 
 from autograder.cli import main
+from autograder.grade import gradebook
 from autograder.grade.gradebook import Score
 from autograder.hub.auth import RosterAuthenticator, configure_login
 from autograder.hub.classroom import Classroom
@@ -39,7 +41,6 @@ from autograder.hub.lti import (
     tool_key,
     write_lti,
 )
-from autograder.hub.lti_grades import pass_back
 from autograder.hub.lti_login import LaunchHandler, LtiAuthenticator
 from tests.test_hub_roster import classroom  # noqa: F401 (a fixture)
 
@@ -164,20 +165,27 @@ def sign(claims: dict, key: rsa.RSAPrivateKey) -> str:
     return jwt.encode(claims, key, algorithm="RS256", headers={"kid": key_id(key)})
 
 
+def hub_handler(handler_class: type, authenticator: LtiAuthenticator, method: str, uri: str):
+    """A handler of the hub for one request, in a stand-in of JupyterHub's application (as
+    ltiauthenticator's own tests make them)."""
+    application = Application(hub=Mock(base_url="/hub/", server=Mock(base_url="/hub/")),
+                              cookie_secret=os.urandom(32), authenticator=authenticator, app=None,
+                              db=Mock(rollback=Mock(return_value=None)))
+    request = HTTPServerRequest(start_line=RequestStartLine(method, uri, "HTTP/1.1"),
+                                connection=Mock(),
+                                headers=HTTPHeaders({"Host": "hub.example.edu"}))
+    return handler_class(application, request)
+
+
 async def post_launch(id_token: str, settings: LtiSettings) -> dict:
     """Post ``id_token`` to the hub's launch handler as the platform's form post does (the
     state and nonce cookies, ltiauthenticator's own business, pass); the user it logs in."""
     config = Config()
     configure_login(config, Classroom.from_env())
     authenticator = LtiAuthenticator(config=config)
-    application = Application(hub=Mock(base_url="/hub/", server=Mock(base_url="/hub/")),
-                              cookie_secret=os.urandom(32), authenticator=authenticator, app=None,
-                              db=Mock(rollback=Mock(return_value=None)))
     query = urllib.parse.urlencode({"id_token": id_token, "state": "s"})
-    start = RequestStartLine("POST", f"/hub/lti13/oauth_callback?{query}", "HTTP/1.1")
-    request = HTTPServerRequest(start_line=start, connection=Mock(),
-                                headers=HTTPHeaders({"Host": "hub.example.edu"}))
-    handler = LaunchHandler(application, request)
+    handler = hub_handler(LaunchHandler, authenticator, "POST",
+                          f"/hub/lti13/oauth_callback?{query}")
     logged_in = {}
 
     async def login_user(data: dict) -> Mock:
@@ -250,6 +258,13 @@ def test_the_class_configuration_chooses_the_login(settings: LtiSettings,
     assert config.JupyterHub.authenticator_class is LtiAuthenticator
     assert config.LTI13Authenticator.client_id == {CLIENT_ID}
     assert config.LtiAuthenticator.deployment_id == DEPLOYMENT
+    # The platform checks passback's token requests with the tool's key, served by the hub.
+    authenticator = LtiAuthenticator(config=config)
+    routes = dict(authenticator.get_handlers(None))
+    assert {"lti13/oauth_login", "lti13/oauth_callback", "lti13/config"} <= set(routes)
+    jwks = hub_handler(routes["lti13/jwks"], authenticator, "GET", "/hub/lti13/jwks")
+    jwks.get()
+    assert json.loads(b"".join(jwks._write_buffer)) == public_jwks(tool_key(room))
     # Without the LTI settings, the password roster (which needs an instructor).
     (room.state / "lti.json").unlink()
     with pytest.raises(SystemExit, match="no instructor yet"):
@@ -260,18 +275,23 @@ def test_the_class_configuration_chooses_the_login(settings: LtiSettings,
     assert config.JupyterHub.authenticator_class is RosterAuthenticator
 
 
-def test_grades_are_posted_to_the_chapters_line_item(
-        settings: LtiSettings, platform: ThreadingHTTPServer, room: Classroom) -> None:
+def test_lti_passback_posts_the_chapters_scores_to_its_line_item(
+        settings: LtiSettings, platform: ThreadingHTTPServer, room: Classroom,
+        monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     platform.tool_jwks = public_jwks(tool_key(room))  # the tool, registered in the LMS
     ags = {AGS_CLAIM: {"lineitems": f"{platform.url}/lineitems"}}
     for name, sub in (("alice", "lms-user-1"), ("bob", "lms-user-2")):
         record_launch(room, name, launch_claims(sub, f"{name}@uni.example.edu", [LEARNER], **ags))
+    # The gradebook's scores (auto, auto max, by hand, by hand max, by hand still pending).
     scores = [Score("alice", "ch02_attention", 7, 8, 2, 2, 0),
+              Score("alice", "ch03_attention_head", 1, 6, 0, 0, 0),
               Score("bob", "ch02_attention", 3, 8, 0, 2, 2),
               Score("dave", "ch02_attention", 8, 8, 2, 2, 0)]
-    lines = pass_back(room, settings, scores)
-    assert lines == [f"sent 2 score(s) of ch02_attention to {platform.url}/lineitems/0",
-                     "not sent, never launched from the LMS: dave"]
+    monkeypatch.setattr(gradebook, "read_scores", lambda course: scores)
+    assert main(["lti-passback", "ch02"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"sent 2 score(s) of ch02_attention to {platform.url}/lineitems/0",
+        "not sent, never launched from the LMS: dave"]
     assert platform.line_items == [{"scoreMaximum": 10.0, "label": "ch02_attention",
                                     "resourceId": "ch02_attention",
                                     "id": f"{platform.url}/lineitems/0"}]
@@ -284,13 +304,13 @@ def test_grades_are_posted_to_the_chapters_line_item(
     assert (bob["userId"], bob["scoreGiven"], bob["gradingProgress"]) == (
         "lms-user-2", 3.0, "PendingManual")
     # Again: the chapter's line item is found, not made twice.
-    pass_back(room, settings, scores[:1])
-    assert len(platform.line_items) == 1 and len(platform.scores) == 3
+    assert main(["lti-passback", "ch02"]) == 0
+    assert len(platform.line_items) == 1 and len(platform.scores) == 4
     # A token request signed with another key than the registered one is refused, and said.
     platform.tool_jwks = public_jwks(rsa.generate_private_key(public_exponent=65537,
                                                               key_size=2048))
-    with pytest.raises(RuntimeError, match="the LMS answered 400 .*invalid_client"):
-        pass_back(room, settings, scores[:1])
+    assert main(["lti-passback", "ch02"]) == 1
+    assert re.search(r"the LMS answered 400 .*invalid_client", capsys.readouterr().err)
 
 
 def test_lti_passback_needs_lti_settings(room: Classroom, capsys) -> None:
