@@ -218,6 +218,10 @@ def test_signed_launches_log_in_a_learner_and_an_instructor_with_their_roles(
     # The same LMS user comes back under the same name, whatever their email says now.
     again = sign(launch_claims("lms-user-1", "a.smith@uni.example.edu", [LEARNER]), platform_key)
     assert asyncio.run(post_launch(again, settings))["name"] == "alice_smith"
+    # Another LMS user whose email gives the same name gets a name of their own.
+    other = sign(launch_claims("lms-user-3", "alice.smith@elsewhere.example.org", [LEARNER]),
+                 platform_key)
+    assert asyncio.run(post_launch(other, settings))["name"].startswith("lti-")
 
 
 @pytest.mark.parametrize(("changes", "signer", "status", "message"), [

@@ -162,7 +162,7 @@ def launch_name(classroom: Classroom, id_token: dict, username_key: str) -> str:
     email: its local part) made a valid roster name. A value that cannot become one, a missing
     claim, and a name another LMS user already holds give ``lti-`` and a digest of the issuer
     and ``sub``."""
-    person = (id_token.get("iss"), id_token["sub"])
+    person = (id_token.get("iss"), id_token.get("sub"))
     launches = read_launches(classroom)
     for name, launch in launches.items():
         if (launch["iss"], launch["sub"]) == person:
@@ -192,7 +192,7 @@ def record_launch(classroom: Classroom, name: str, id_token: dict) -> None:
     """Keep the LTI ``sub`` of ``name`` and the launch's line items, for grade passback."""
     ags = id_token.get(AGS_CLAIM) or {}
     launches = read_launches(classroom)
-    launches[name] = {"sub": id_token["sub"], "iss": id_token.get("iss"),
+    launches[name] = {"sub": id_token.get("sub"), "iss": id_token.get("iss"),
                       "lineitems": ags.get("lineitems"), "lineitem": ags.get("lineitem"),
                       "scope": ags.get("scope", [])}
     _write_private(classroom, launches_file(classroom),

@@ -104,14 +104,17 @@ class LtiAuthenticator(LTI13Authenticator):
         "admin"}``, on the roster with their role from now on.
 
         Raises:
-            LoginError: another deployment, no course role, or another role on the roster
-                (ltiauthenticator answers HTTP 400 with the message).
+            LoginError: another deployment, no user, no course role, or another role on the
+                roster (ltiauthenticator answers HTTP 400 with the message).
         """
         data = data or {}
         if data.get(DEPLOYMENT_CLAIM) != self.deployment_id:
             raise LoginError(f"The launch comes from deployment {data.get(DEPLOYMENT_CLAIM)!r} "
                              "of the tool in the LMS, not this class's: the instructor checks "
                              "the deployment id (hub lti).")
+        if not data.get("sub"):
+            raise LoginError("The launch names no user (it has no sub claim): open the tool from "
+                             "your course in the LMS, logged in there.")
         role = course_role(data.get(ROLES_CLAIM) or [])
         if role is None:
             raise LoginError("The launch gives none of this course's roles (Learner, "
@@ -144,3 +147,6 @@ def configure_lti(config, settings: LtiSettings) -> None:
     config.LTI13Authenticator.jwks_endpoint = settings.jwks_url
     config.LTI13Authenticator.username_key = settings.username_key
     config.LtiAuthenticator.deployment_id = settings.deployment_id
+    # Who may log in is the roster, which launches fill (check_allowed), not a list in the
+    # configuration: JupyterHub's warning that nobody could log in does not apply.
+    config.LtiAuthenticator.any_allow_config = True
