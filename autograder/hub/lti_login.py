@@ -44,6 +44,9 @@ def refusal(error: Exception, tool: LTI13Authenticator) -> str:
     if isinstance(cause, jwt.ExpiredSignatureError):
         return ("The launch from the LMS has expired (its token is past its exp time): start "
                 "it again from the LMS. If every launch expires, this server's clock is wrong.")
+    if isinstance(cause, jwt.PyJWKClientConnectionError):
+        return (f"The hub cannot read the LMS's keys at {tool.jwks_endpoint}, so it cannot check "
+                "the launch: try again later; the instructor checks the JWKS URL (hub lti).")
     if isinstance(cause, jwt.InvalidSignatureError | jwt.PyJWKClientError):
         return ("The launch's signature does not match the LMS's keys at "
                 f"{tool.jwks_endpoint}: it was not signed by the LMS this class is registered "
