@@ -173,6 +173,13 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     # with limits set this way).
     r"^sudo \.venv/bin/python -m autograder hub limits( --[a-z-]+ \d+)*$": (
         "tests/test_hub_limits.py::test_hub_limits_shows_and_sets_the_class_limits",),
+    # Logging in from the LMS (LTI 1.3), and grades back into it.
+    r"^sudo \.venv/bin/python -m autograder hub lti( --[a-z-]+ \S+)*$": (
+        "tests/test_hub_lti.py::test_the_class_configuration_chooses_the_login",
+        "tests/test_hub_lti.py::test_signed_launches_log_in_a_learner_and_an_instructor_with_"
+        "their_roles"),
+    r"^sudo \.venv/bin/python -m autograder lti-passback ch02$": (
+        "tests/test_hub_lti.py::test_lti_passback_posts_the_chapters_scores_to_its_line_item",),
     # The same steps from a root shell: the commands as tested below, on a course folder (and
     # the hub's secret file, which the Formgrader's grading in HUB uses too).
     r"^sudo \.venv/bin/python -m autograder release ch02 --exchange \S+ --course-dir \S+$": (

@@ -8,11 +8,13 @@
     python -m autograder autograde CHAPTER|all [--jobs N | --scheduler ADDRESS] [--student ID]
     python -m autograder feedback CHAPTER|all [--student ID] [--exchange DIR]
     python -m autograder export [--output grades.csv]
+    python -m autograder lti-passback CHAPTER [--lineitem URL]  grades into the LMS (LTI 1.3)
     python -m autograder audit [CHAPTER|all] [--student ID]
     python -m autograder similarity CHAPTER|all [--threshold T]  copies of the course's code
     python -m autograder selfcheck NOTEBOOK ...               a learner's own notebook
     python -m autograder hub add|password|remove|list [NAME ...]  the class server's roster
     python -m autograder hub secret [--rotate]                   the class's grading secret
+    python -m autograder hub lti [--issuer URL --client-id ID ...]  login from the LMS (LTI 1.3)
 
 Each subcommand is a module of this package: its ``add(subparsers)`` adds its parser and sets
 ``handler`` to its ``run(args) -> int`` (the exit status); :data:`SUBCOMMANDS` lists them, and
@@ -36,6 +38,7 @@ from autograder.cli import (
     extend,
     feedback,
     hub,
+    lti_passback,
     release,
     selfcheck,
     similarity,
@@ -53,6 +56,7 @@ SUBCOMMANDS = (
     autograde,
     feedback,
     export,
+    lti_passback,
     audit,
     similarity,
     selfcheck,

@@ -5,6 +5,8 @@
 Accounts: the people on the class's roster log in at ``/hub/login`` with the password that
 ``python -m autograder hub add ...`` printed for them (autograder/hub/auth.py and
 classroom.py); nobody else can. Instructors are the hub's admins; teaching assistants are not.
+A class with LTI settings (``python -m autograder hub lti ...``) logs in from its LMS instead:
+people arrive from a launch there, with the launch's role (autograder/hub/lti_login.py).
 
 nbgrader is set up as its documentation for one class with one grader describes: one
 exchange for everyone, the staff's servers (instructors' and teaching assistants') on the
@@ -28,7 +30,7 @@ import sys
 
 from autograder.course import ROOT
 from autograder.exercises.checking import SECRET_FILE_ENV
-from autograder.hub.auth import RosterAuthenticator
+from autograder.hub.auth import configure_login
 from autograder.hub.classroom import COURSE_ROOT_ENV, PREFIX_ENV, Classroom
 from autograder.hub.limits import limits_report, read_limits
 from autograder.hub.spawner import ClassSpawner
@@ -44,12 +46,6 @@ classroom = Classroom.from_env()
 classroom.prepare()
 # The class's grading secret, made on the first start; only the grading service reads it.
 classroom.ensure_secret()
-learners, instructors = classroom.roster("learner"), classroom.roster("instructor")
-if not instructors:
-    raise SystemExit(f"The class in {classroom.state} has no instructor yet: add one with "
-                     "`.venv/bin/python -m autograder hub add NAME --instructor`, then start "
-                     "the hub again.")
-
 # What each learner's server may use, and whether this machine enforces it: said at every start.
 for line in limits_report(read_limits(classroom.state)):
     print(f"learners' servers: {line}", file=sys.stderr)
@@ -65,10 +61,8 @@ c.ConfigurableHTTPProxy.pid_file = str(classroom.hub_dir / "jupyterhub-proxy.pid
 c.ConfigurableHTTPProxy.command = [
     str(ROOT / "build" / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy")]
 
-c.JupyterHub.authenticator_class = RosterAuthenticator
-# The roster as it is now; RosterAuthenticator reads it again at every login.
-c.Authenticator.allowed_users = set(learners) | set(classroom.staff())
-c.Authenticator.admin_users = set(instructors)
+# The roster's passwords, or the LMS when the class has LTI settings (autograder/hub/auth.py).
+print(f"login: {configure_login(c, classroom)}", file=sys.stderr)
 
 # Learners' visible checks run in this service, which also keeps the class's view of the course
 # up to date with the chapters' due dates (autograder/hub/checking.py). JupyterHub starts it,
