@@ -1,0 +1,45 @@
+"""``python -m autograder analysis``: the item analysis of a chapter's class."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from autograder.cli.options import add_course_options, chapter_id, course_of
+
+
+def run(args: argparse.Namespace) -> int:
+    # Loaded when this subcommand runs: each pays only for its own imports.
+    from autograder.steps.analysis import analyse
+    from autograder.steps.analysis_page import write_analysis
+
+    course = course_of(args)
+    try:
+        analysis = analyse(course, args.chapter)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"analysis failed: {exc}", file=sys.stderr)
+        return 1
+    page, sheet = write_analysis(course, analysis, names=args.names)
+    hints = sum(len(who) for item in analysis.exercises for who in item.hints.values())
+    print(f"{args.chapter}: {len(analysis.totals)} learner(s), {len(analysis.exercises)} "
+          f"exercise(s), {hints} recognised mistake(s); wrote {page} and {sheet}")
+    return 0
+
+
+def add(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``analysis CHAPTER [--names] [--root DIR] [--course-dir DIR]``."""
+    parser = subparsers.add_parser(
+        "analysis", help="item analysis of a graded chapter: what the class got wrong",
+        description="For each exercise of a graded chapter: the shares of learners with "
+                    "full, partial and no points, the mean and spread, the hints the checks "
+                    "gave (each typical mistake, counted), hidden-only failures (visible "
+                    "checks passed, hidden failed) and the minutes spent where notebooks "
+                    "record when cells ran; for the chapter, a histogram of the scores and "
+                    "the exercises ranked by the points the class lost, beside the declared "
+                    "difficulty. Writes <course-dir>/analysis/<chapter>.html and .csv. No "
+                    "learner is named unless --names.")
+    parser.add_argument("chapter", type=chapter_id, help="chapter id, e.g. ch02_attention or ch02")
+    parser.add_argument("--names", action="store_true",
+                        help="name the learners behind each mistake and hidden-only failure")
+    add_course_options(parser)
+    parser.set_defaults(handler=run)
