@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import re
 import statistics
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -40,7 +39,7 @@ HINT_MARKER = " Hint: "
 VISIBLE_PASS = "(visible checks): all passed"
 HIDDEN_FAILED = "(hidden checks) failed"
 # Numbers in a hint's sentence (an axis, a size, a tolerance), and the tuples they form.
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])")
+NUMBER = re.compile(r"(?<![\w.-])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\w|\.\d)")
 NUMBERS_TUPLE = re.compile(r"\((?:\s*#\s*,)+\s*#?\s*\)")
 # Where notebooks record when a cell ran: JupyterLab, then the execute-time extension.
 TIMING_KEYS = (("execution", ("iopub.execute_input", "shell.execute_reply")),
@@ -165,6 +164,18 @@ def _read(path) -> NotebookNode | None:
         return None
 
 
+def cell_findings(cell: NotebookNode) -> tuple[str | None, bool]:
+    """What a graded test cell's outputs show: the hint's sentence of its failure (or None),
+    and whether only the hidden checks failed (the visible ones printed their pass)."""
+    outputs = cell.get("outputs", [])
+    errors = [o.get("evalue", "") for o in outputs if o.output_type == "error"]
+    if not errors:
+        return None, False
+    printed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    hidden_only = VISIBLE_PASS in printed and any(HIDDEN_FAILED in e for e in errors)
+    return next((h for h in map(hint_of, errors) if h), None), hidden_only
+
+
 def _read_messages(course: Course, student: str, chapter: str, cells: dict[str, str],
                    items: dict[str, ExerciseAnalysis]) -> None:
     """The hints and hidden-only failures in ``student``'s graded notebook."""
@@ -173,15 +184,11 @@ def _read_messages(course: Course, student: str, chapter: str, cells: dict[str, 
         return
     for cell in graded_test_cells(graded):
         item = items.get(cells.get(grade_id(cell) or "", ""))
-        errors = [o.get("evalue", "") for o in cell.get("outputs", [])
-                  if o.output_type == "error"]
-        if item is None or not errors:
+        if item is None:
             continue
-        printed = "".join(o.get("text", "") for o in cell.get("outputs", [])
-                          if o.output_type == "stream")
-        if VISIBLE_PASS in printed and any(HIDDEN_FAILED in e for e in errors):
+        hint, hidden_only = cell_findings(cell)
+        if hidden_only:
             item.hidden_only.append(student)
-        hint = next((h for h in map(hint_of, errors) if h), None)
         if hint is not None:
             key = hint_id(hint)
             item.hint_texts.setdefault(key, hint_template(hint))
@@ -202,25 +209,27 @@ def _times(cell: NotebookNode) -> list[datetime]:
     return found
 
 
+def minutes_spent(notebook: NotebookNode, cells: dict[str, str]) -> dict[str, float]:
+    """Minutes from the first to the last recorded run of each exercise's answer and test
+    cells (``cells``: test cell grade id -> exercise id), for the exercises whose cells record
+    two times or more."""
+    answer_of = {test_id.removesuffix("_test") + "_solution": exercise
+                 for test_id, exercise in cells.items()}
+    runs: dict[str, list[datetime]] = {}
+    for cell in notebook.cells:
+        exercise = cells.get(grade_id(cell) or "") or answer_of.get(grade_id(cell) or "")
+        if exercise is not None:
+            runs.setdefault(exercise, []).extend(_times(cell))
+    return {exercise: (max(times) - min(times)).total_seconds() / 60
+            for exercise, times in runs.items() if len(times) >= 2}
+
+
 def _read_minutes(course: Course, student: str, chapter: str, cells: dict[str, str],
                   items: dict[str, ExerciseAnalysis]) -> None:
     """The minutes ``student`` spent on each exercise, where the handed-in notebook shows it."""
     handed_in = _read(course.notebook("submitted", student, chapter))
     if handed_in is None:
         return
-    answer_of = {test_id.removesuffix("_test") + "_solution": exercise
-                 for test_id, exercise in cells.items()}
-    runs: dict[str, list[datetime]] = {}
-    for cell in handed_in.cells:
-        exercise = cells.get(grade_id(cell) or "") or answer_of.get(grade_id(cell) or "")
+    for exercise, minutes in minutes_spent(handed_in, cells).items():
         if exercise in items:
-            runs.setdefault(exercise, []).extend(_times(cell))
-    for exercise, times in runs.items():
-        if len(times) >= 2:
-            items[exercise].minutes[student] = (max(times) - min(times)).total_seconds() / 60
-
-
-def hint_totals(analysis: ChapterAnalysis) -> Counter[tuple[str, str]]:
-    """``(exercise id, hint id) -> learners``, over the chapter."""
-    return Counter({(item.exercise.id, hint): len(who)
-                    for item in analysis.exercises for hint, who in item.hints.items()})
+            items[exercise].minutes[student] = minutes
