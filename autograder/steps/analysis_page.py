@@ -26,6 +26,7 @@ from autograder.steps.analysis import ChapterAnalysis, ExerciseAnalysis
 CSV_COLUMNS = ("exercise", "title", "points", "declared_difficulty", "class_rank", "learners",
                "full", "partial", "none", "mean", "spread", "hidden_only", "median_minutes",
                "hint_id", "hint", "hint_count", "names")
+MAX_BARS = 20
 _STYLE = """
 body { font-family: sans-serif; margin: 2em; max-width: 70em; }
 table { border-collapse: collapse; margin-bottom: 1em; }
@@ -36,23 +37,25 @@ td.n { text-align: right; }
 
 def histogram_png(analysis: ChapterAnalysis) -> bytes:
     """The learners' totals of the chapter as a histogram (matplotlib, PNG)."""
-    # matplotlib takes a second to import: loaded when a page is drawn.
-    import matplotlib
+    # matplotlib takes a second to import: loaded when a page is drawn. A Figure of its own
+    # (no pyplot) leaves the process's plotting backend and open figures alone.
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(6, 3), dpi=100)
+    figure = Figure(figsize=(6, 3), dpi=100)
+    axes = figure.subplots()
     top = max(analysis.max_score, 1.0)
-    axes.hist(list(analysis.totals.values()), bins=min(int(top) + 1, 20), range=(0, top),
+    # One bar per point, centred on it, or 20 bars for a long chapter.
+    bins = ([i - 0.5 for i in range(int(top) + 2)] if top <= MAX_BARS else MAX_BARS)
+    axes.hist(list(analysis.totals.values()), bins=bins, range=(0, top),
               color="#4c72b0", edgecolor="white")
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_xlabel(f"points (of {top:g})")
     axes.set_ylabel("learners")
     axes.set_title(f"{analysis.chapter}: scores of {len(analysis.totals)} learner(s)")
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", metadata={"Software": None})
-    plt.close(figure)
     return buffer.getvalue()
 
 
@@ -80,8 +83,10 @@ def _ranking(analysis: ChapterAnalysis) -> str:
 def _exercise(item: ExerciseAnalysis, names: bool) -> str:
     full, partial, none = item.shares()
     ex = item.exercise
-    who = (lambda people: f" ({html.escape(', '.join(sorted(people)))})") if names else (
-        lambda people: "")
+
+    def who(people: list[str]) -> str:
+        return f" ({html.escape(', '.join(sorted(people)))})" if names and people else ""
+
     minutes = _minutes(item)
     facts = [("learners", str(len(item.scores))), ("full points", _percent(full)),
              ("partial points", _percent(partial)), ("no points", _percent(none)),
@@ -111,7 +116,7 @@ def render(analysis: ChapterAnalysis, names: bool = False) -> str:
             f"<h1>{html.escape(title)}</h1>\n"
             f"<p>{len(analysis.totals)} learner(s) graded; the chapter has "
             f"{analysis.max_score:g} points.</p>\n"
-            f"<img alt='histogram of the chapter's scores' "
+            f"<img alt='histogram of the learners&#39; scores' "
             f"src='data:image/png;base64,{picture}'>\n"
             f"{_ranking(analysis)}\n{body}\n</body>\n</html>\n")
 
