@@ -3,10 +3,10 @@
 
 Both take one row per learner and one column per chapter, with the chapter's points as the
 gradebook holds them (:attr:`~autograder.grade.gradebook.Score.score`: autograded plus graded
-by hand, less the late penalty). A cell stays empty where the learner handed nothing in, which
-both platforms read as "no grade to import". The platforms find each learner by an id of theirs
-(:mod:`autograder.lms_ids`); a learner without one cannot be matched and is left out, by name
-in :attr:`LmsExport.left_out`.
+by hand, less the late penalty). A cell stays empty where the learner handed nothing in: Canvas
+leaves that grade unchanged, Moodle records "no grade". The platforms find each learner by an
+id of theirs (:mod:`autograder.lms_ids`); a learner without one cannot be matched and is left
+out, by name in :attr:`LmsExport.left_out`.
 
 Canvas (Grades > Import): the columns of its own gradebook export, ``Student, ID, SIS User
 ID, SIS Login ID, Section``, then one column per assignment, ``Name (assignment id)``; a column
@@ -17,7 +17,8 @@ gives each assignment's points. Canvas matches a row by ``SIS User ID`` (the LMS
 Moodle (Grades > Import > CSV file): a header row, then one row per learner. On import the
 instructor maps the identifying column (``Email address`` to the user's email, or ``ID number``
 to their ID number) and each chapter's column to a grade item (or a new one). Only one
-identifying column is written (``id_field``), so that every row has the id the mapping reads.
+identifying column is written (``id_field``), so that every row has the id the mapping reads:
+Moodle aborts the whole import at a row whose user it cannot find.
 """
 
 from __future__ import annotations

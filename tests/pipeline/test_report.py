@@ -118,11 +118,57 @@ def test_learners_are_listed_by_id_in_the_gradebook(stored):
         assert (bob.last_name, bob.first_name) == ("Builder", "Bob")
 
 
-# ---- grades for Canvas and Moodle (export --format canvas|moodle): the columns that each
-# platform's import documents, read back through a CSV parser as the platform reads them.
+# ---- grades for Canvas and Moodle (export --format canvas|moodle): each file read back through
+# Python's CSV parser by the rules of the platform's importer (Canvas's GradebookImporter,
+# Moodle's gradeimport_csv), which refuse what the platform refuses.
 
 # Canvas's gradebook import: the columns of its own export, before the assignments.
 CANVAS_ID_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+CANVAS_ASSIGNMENT = re.compile(r"^(?P<title>.*) \((?P<id>\d+)\)$")
+
+
+def canvas_import(text: str) -> tuple[list[tuple[str, str | None, float]], dict]:
+    """Canvas's reading: the assignments ``(title, Canvas id or None for a new one, points
+    possible)`` and each learner's grades by ``(SIS User ID, SIS Login ID)``.
+
+    Raises:
+        AssertionError: a file Canvas refuses (its header), or a learner it cannot match.
+    """
+    header, *rows = list(csv.reader(io.StringIO(text)))
+    # The header: Student, ID, SIS User ID, SIS Login ID, and the last learner column Section.
+    assert re.search("Student", header[0]) and re.search("ID", header[1])
+    assert re.search(r"SIS\s+User\s+ID", header[2]) and re.search(r"SIS\s+Login\s+ID",
+                                                                    header[3])
+    assert re.search("Section", header[4])
+    titles = [(m["title"], m["id"]) if (m := CANVAS_ASSIGNMENT.match(name)) else (name, None)
+              for name in header[5:]]
+    possible = next(row for row in rows if re.search("Points Possible", row[0]))
+    grades = {}
+    for row in rows:
+        if row is possible:
+            continue
+        assert row[1] or row[2] or row[3], f"Canvas cannot match {row[0]!r} but by name"
+        grades[row[2], row[3]] = [float(cell) if cell else None for cell in row[5:]]
+    return [(*title, float(points)) for title, points in zip(titles, possible[5:],
+                                                              strict=True)], grades
+
+
+def moodle_import(text: str, map_from: str) -> tuple[list[str], dict[str, list]]:
+    """Moodle's reading, the column ``map_from`` mapped to the user field: the grade items'
+    columns, and each user's grades (``None``: no grade).
+
+    Raises:
+        AssertionError: a row Moodle aborts the whole import on (no user id, a grade that is
+            not a number).
+    """
+    header, *rows = list(csv.reader(io.StringIO(text)))
+    key = header.index(map_from)
+    grades = {}
+    for row in rows:
+        assert row[key].strip(), "Moodle aborts the import: a row without its user"
+        grades[row[key]] = [None if cell.strip() in ("", "-") else float(cell)
+                            for i, cell in enumerate(row) if i != key]
+    return [name for i, name in enumerate(header) if i != key], grades
 
 
 def _given_ids(course: Course, **ids: str) -> dict[str, float]:
@@ -148,34 +194,27 @@ def test_canvas_file_reads_back_as_canvas_imports_it(stored) -> None:
     course = stored["course"]
     scores = _given_ids(course, alice="alice@uni.edu,s0001")
     export = canvas_csv(course, {CH: "4711"})
-    header, possible, *learners = list(csv.reader(io.StringIO(export.text)))
-    assert header == [*CANVAS_ID_COLUMNS, f"{CH} (4711)"]
-    assert possible[0] == "Points Possible" and possible[1:5] == ["", "", "", ""]
-    assert float(possible[5]) == 11  # 7 autograded and 4 written points
-    assert export.left_out == ["bob"] and [row[0] for row in learners] == ["alice"]
-    alice = dict(zip(header, learners[0], strict=True))
-    assert (alice["SIS User ID"], alice["SIS Login ID"]) == ("s0001", "alice@uni.edu")
-    assert float(alice[f"{CH} (4711)"]) == scores["alice"] > 0
+    assert next(csv.reader(io.StringIO(export.text))) == [*CANVAS_ID_COLUMNS, f"{CH} (4711)"]
+    # 11 points: 7 autograded and 4 written; bob has no id, and is left out, not matched by name.
+    assert canvas_import(export.text) == ([(CH, "4711", 11.0)],
+                                          {("s0001", "alice@uni.edu"): [scores["alice"]]})
+    assert export.left_out == ["bob"] and export.learners == ["alice"]
     # An LMS id alone finds a learner too; without Canvas's id, the chapter's column makes a
     # new assignment named for it.
     scores = _given_ids(course, alice="alice@uni.edu,s0001", bob="s0002")
-    header, _, *learners = list(csv.reader(io.StringIO(canvas_csv(course).text)))
-    assert header[-1] == CH
-    assert [(row[2], row[3], float(row[5])) for row in learners] == [
-        ("s0001", "alice@uni.edu", scores["alice"]), ("s0002", "", 0.0)]
+    assert canvas_import(canvas_csv(course).text) == (
+        [(CH, None, 11.0)], {("s0001", "alice@uni.edu"): [scores["alice"]], ("s0002", ""): [0.0]})
 
 
 def test_moodle_file_reads_back_as_moodle_imports_it(stored) -> None:
     course = stored["course"]
     scores = _given_ids(course, alice="alice@uni.edu,s0001", bob="s0002")
     by_email = moodle_csv(course)
-    header, *rows = list(csv.reader(io.StringIO(by_email.text)))
-    assert header == ["Email address", CH]
-    assert [(row[0], float(row[1])) for row in rows] == [("alice@uni.edu", scores["alice"])]
+    assert moodle_import(by_email.text, "Email address") == (
+        [CH], {"alice@uni.edu": [scores["alice"]]})
     assert by_email.left_out == ["bob"]
-    by_number = list(csv.DictReader(io.StringIO(moodle_csv(course, "lms_id").text)))
-    assert {row["ID number"]: float(row[CH]) for row in by_number} == {
-        "s0001": scores["alice"], "s0002": 0.0}
+    assert moodle_import(moodle_csv(course, "lms_id").text, "ID number") == (
+        [CH], {"s0001": [scores["alice"]], "s0002": [0.0]})
     with pytest.raises(ValueError, match="id_field"):
         moodle_csv(course, "username")
 
