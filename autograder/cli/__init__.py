@@ -10,7 +10,7 @@
     python -m autograder export [--format csv|canvas|moodle] [--output FILE]
     python -m autograder audit [CHAPTER|all] [--student ID]
     python -m autograder similarity CHAPTER|all [--threshold T]  copies of the course's code
-    python -m autograder analysis CHAPTER [--names]            what the class got wrong
+    python -m autograder analysis CHAPTER|all [--names]        what the class got wrong
     python -m autograder selfcheck NOTEBOOK ...               a learner's own notebook
     python -m autograder hub add|password|remove|list [NAME ...]  the class server's roster
     python -m autograder hub secret [--rotate]                   the class's grading secret

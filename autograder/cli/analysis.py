@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from autograder.cli.options import add_course_options, chapter_id, course_of
+from autograder.cli.options import add_course_options, chapter_or_all, chapters_of, course_of
 
 
 def run(args: argparse.Namespace) -> int:
@@ -14,20 +14,23 @@ def run(args: argparse.Namespace) -> int:
     from autograder.steps.analysis_page import write_analysis
 
     course = course_of(args)
-    try:
-        analysis = analyse(course, args.chapter)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"analysis failed: {exc}", file=sys.stderr)
-        return 1
-    page, sheet = write_analysis(course, analysis, names=args.names)
-    hints = sum(len(who) for item in analysis.exercises for who in item.hints.values())
-    print(f"{args.chapter}: {len(analysis.totals)} learner(s), {len(analysis.exercises)} "
-          f"exercise(s), {hints} recognised mistake(s); wrote {page} and {sheet}")
-    return 0
+    status = 0
+    for chapter in chapters_of(args, course):
+        try:
+            analysis = analyse(course, chapter)
+        except (ValueError, FileNotFoundError) as exc:
+            print(f"analysis of {chapter} failed: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        page, sheet = write_analysis(course, analysis, names=args.names)
+        hints = sum(len(who) for item in analysis.exercises for who in item.hints.values())
+        print(f"{chapter}: {len(analysis.totals)} learner(s), {len(analysis.exercises)} "
+              f"exercise(s), {hints} recognised mistake(s); wrote {page} and {sheet}")
+    return status
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``analysis CHAPTER [--names] [--root DIR] [--course-dir DIR]``."""
+    """Add ``analysis CHAPTER|all [--names] [--root DIR] [--course-dir DIR]``."""
     parser = subparsers.add_parser(
         "analysis", help="item analysis of a graded chapter: what the class got wrong",
         description="For each exercise of a graded chapter: the shares of learners with "
@@ -38,7 +41,9 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                     "the exercises ranked by the points the class lost, beside the declared "
                     "difficulty. Writes <course-dir>/analysis/<chapter>.html and .csv. No "
                     "learner is named unless --names.")
-    parser.add_argument("chapter", type=chapter_id, help="chapter id, e.g. ch02_attention or ch02")
+    parser.add_argument("chapter", type=chapter_or_all,
+                        help="chapter id (ch02_attention or ch02), or all: every chapter with "
+                             "collected submissions")
     parser.add_argument("--names", action="store_true",
                         help="name the learners behind each mistake and hidden-only failure")
     add_course_options(parser)
