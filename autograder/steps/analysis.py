@@ -26,6 +26,7 @@ import re
 import statistics
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 import nbformat
 from nbformat import NotebookNode
@@ -157,7 +158,7 @@ def analyse(course: Course, chapter: str) -> ChapterAnalysis:
                            max(s.max_score for s in scores))
 
 
-def _read(path) -> NotebookNode | None:
+def _read(path: Path) -> NotebookNode | None:
     try:
         return nbformat.read(path, as_version=4)
     except Exception:  # an unreadable submission shows nothing: its points say the rest
