@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from autograder.course import Course
 
 COLUMNS = ("student", "email", "lms_id")
+# An email or LMS id: letters, digits and . _ % + @ -, starting with a letter or digit.
+ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+@-]*")
 
 
 @dataclass(frozen=True)
@@ -41,11 +44,11 @@ def parse_ids(text: str) -> LmsId:
     email, any other an LMS id.
 
     Raises:
-        ValueError: empty, two of one kind, or a character a CSV cell or a platform would
-            mangle (spaces, quotes).
+        ValueError: empty, two of one kind, or not :data:`ID` (a space, a quote, or a first
+            character that a spreadsheet reads as a formula).
     """
     parts = [part.strip() for part in text.split(",")]
-    if not all(parts) or any(c in part for part in parts for c in " \t\"'<>;="):
+    if not all(ID.fullmatch(part) for part in parts):
         raise ValueError(f"{text!r} is not an email or LMS id (give one or both, separated "
                          "by a comma, without spaces)")
     emails = [p for p in parts if "@" in p]

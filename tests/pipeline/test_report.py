@@ -181,7 +181,7 @@ def _given_ids(course: Course, **ids: str) -> dict[str, float]:
 def test_ids_are_read_from_hub_add_arguments_and_kept_per_learner(stored) -> None:
     assert split_name("dave") == ("dave", None)
     assert split_name("dave=d@uni.edu,u77") == ("dave", LmsId("d@uni.edu", "u77"))
-    for bad in ("", "a@b,c@d", "x,y", "has space", "a;b"):
+    for bad in ("", "a@b,c@d", "x,y", "has space", "a;b", "=cmd()", "+1", "-x", "@SUM(1)"):
         with pytest.raises(ValueError):
             parse_ids(bad)
     course = stored["course"]
