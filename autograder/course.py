@@ -8,6 +8,8 @@ Layout (nbgrader's names on the left; :class:`Course` turns them into paths):
     autograded  autograder/course/autograded/<student>/<chapter>/    not committed
     feedback    autograder/course/feedback/<student>/<chapter>/      not committed
     flags       autograder/course/flags/<student>/<chapter>.json     not committed
+    lms ids     autograder/course/lms_ids.csv                        not committed
+    analysis    autograder/course/analysis/<chapter>.html, .csv      not committed
     deadlines   autograder/course/deadlines.json                     not committed
     gradebook   autograder/course/gradebook.db                       not committed
 
@@ -159,6 +161,21 @@ class Course:
     def grades_csv(self) -> Path:
         """Where ``python -m autograder export`` writes by default."""
         return self.folder / "grades.csv"
+
+    @property
+    def lms_ids_file(self) -> Path:
+        """``<folder>/lms_ids.csv``: each learner's email and id in the learning platform
+        (see :mod:`autograder.lms_ids`)."""
+        return self.folder / "lms_ids.csv"
+
+    def analysis_page(self, chapter: str) -> Path:
+        """``<folder>/analysis/<chapter>.html``: the item analysis of a chapter's class (see
+        :mod:`autograder.steps.analysis`); ``analysis_csv`` is its table."""
+        return self.folder / "analysis" / f"{chapter}.html"
+
+    def analysis_csv(self, chapter: str) -> Path:
+        """``<folder>/analysis/<chapter>.csv``."""
+        return self.folder / "analysis" / f"{chapter}.csv"
 
 
 def course_config(root: str | os.PathLike, course_dir: str | os.PathLike | None = None) -> Config:

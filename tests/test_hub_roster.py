@@ -22,6 +22,7 @@ import pytest
 from autograder.cli import main
 from autograder.hub.auth import RosterAuthenticator
 from autograder.hub.classroom import PREFIX_ENV, STATE_ENV, Classroom
+from autograder.lms_ids import LmsId, read_lms_ids
 
 
 @pytest.fixture
@@ -94,6 +95,18 @@ def test_the_authenticator_follows_the_roster(classroom: Classroom, capsys) -> N
     # Taken off the roster, carol can no longer log in, even with her password.
     assert main(["hub", "remove", "carol"]) == 0
     assert login("carol", password) is None and not auth.check_allowed("carol")
+
+
+def test_hub_add_records_each_learners_email_or_lms_id(classroom: Classroom, capsys) -> None:
+    """What the grade exports for Canvas and Moodle name learners by."""
+    # As instructors: no system account is needed where this runs without root.
+    assert main(["hub", "add", "erin=erin@uni.edu,s42", "fay", "--instructor"]) == 0
+    assert "recorded the email or LMS id of 1 learner(s)" in capsys.readouterr().out
+    assert classroom.roster("instructor") == ["erin", "fay"]
+    assert read_lms_ids(classroom.course) == {"erin": LmsId("erin@uni.edu", "s42")}
+    assert main(["hub", "add", "gil=not an id", "--instructor"]) == 1
+    assert "is not an email or LMS id" in capsys.readouterr().err
+    assert "gil" not in classroom.roster("instructor")
 
 
 def _allows(spec: str, major: int) -> bool:

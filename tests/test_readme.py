@@ -307,6 +307,15 @@ COVERAGE: dict[str, tuple[str, ...]] = {
         "tests/pipeline/test_bad_submissions.py::"
         "test_rerun_is_idempotent_and_serial_equals_parallel",
     ),
+    # Grades for Canvas and Moodle, and the ids that match learners there.
+    r"^python -m autograder export --format (canvas|canvas\\\|moodle)$": (
+        "tests/pipeline/test_report.py::"
+        "test_the_command_writes_each_format_and_names_learners_left_out",),
+    r"^sudo \.venv/bin/python -m autograder hub add( [a-z]+=\S+)+$": (
+        "tests/test_hub_roster.py::test_hub_add_records_each_learners_email_or_lms_id",),
+    r"^python -m autograder analysis ch02(\\\|all)?( \[--names\])?$": (
+        "tests/demo/test_sample_class.py::test_item_analysis_counts_each_mutants_hint",
+        "tests/pipeline/test_analysis.py::test_hidden_only_failures_are_told_from_visible_ones"),
     r"^python -m autograder similarity ch02 \[--threshold 0\.95\]$": (
         "tests/pipeline/test_similarity.py::"
         "test_the_command_prints_the_flagged_pairs_and_rejects_a_bad_threshold",

@@ -7,10 +7,11 @@
     python -m autograder collect SOURCE ... [--exchange DIR] folders, LMS zips, nbgrader exchange
     python -m autograder autograde CHAPTER|all [--jobs N | --scheduler ADDRESS] [--student ID]
     python -m autograder feedback CHAPTER|all [--student ID] [--exchange DIR]
-    python -m autograder export [--output grades.csv]
+    python -m autograder export [--format csv|canvas|moodle] [--output FILE]
     python -m autograder lti-passback CHAPTER [--lineitem URL]  grades into the LMS (LTI 1.3)
     python -m autograder audit [CHAPTER|all] [--student ID]
     python -m autograder similarity CHAPTER|all [--threshold T]  copies of the course's code
+    python -m autograder analysis CHAPTER|all [--names]        what the class got wrong
     python -m autograder selfcheck NOTEBOOK ...               a learner's own notebook
     python -m autograder hub add|password|remove|list [NAME ...]  the class server's roster
     python -m autograder hub secret [--rotate]                   the class's grading secret
@@ -29,6 +30,7 @@ import argparse
 from collections.abc import Sequence
 
 from autograder.cli import (
+    analysis,
     audit,
     autograde,
     close,
@@ -59,6 +61,7 @@ SUBCOMMANDS = (
     lti_passback,
     audit,
     similarity,
+    analysis,
     selfcheck,
     hub,
 )

@@ -74,7 +74,10 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("action", choices=("add", "password", "remove", "list", "secret",
                                            "limits", "lti"))
     parser.add_argument("names", nargs="*", metavar="NAME",
-                        help="user names: lower-case letters, digits, '-' and '_'")
+                        help="user names: lower-case letters, digits, '-' and '_'; add also "
+                             "takes NAME=EMAIL, NAME=LMS_ID or NAME=EMAIL,LMS_ID, the learner's "
+                             "ids in the learning platform, which `export --format canvas|moodle` "
+                             "writes")
     role = parser.add_mutually_exclusive_group()
     role.add_argument("--instructor", action="store_true",
                       help="add them as instructors (the hub's admins) instead of learners")

@@ -182,3 +182,23 @@ def read_scores(course: Course) -> list[Score]:
                     late_penalty=float(late),
                 ))
     return sorted(rows, key=lambda r: (r.student, r.chapter))
+
+
+def read_cell_scores(course: Course, chapter: str) -> dict[str, dict[str, tuple[float, float]]]:
+    """The points of each graded cell of ``chapter``: ``student -> grade id -> (score,
+    max_score)``, a hand-given score where there is one (as nbgrader counts it)."""
+    # nbgrader takes a second to import: loaded when this runs, not with the module.
+    from nbgrader.api import MissingEntry
+
+    cells: dict[str, dict[str, tuple[float, float]]] = {}
+    with quiet_gradebook(), open_gradebook(course) as gradebook:
+        try:
+            assignment = gradebook.find_assignment(chapter)
+        except MissingEntry:
+            return {}
+        for submission in assignment.submissions:
+            mine = cells.setdefault(submission.student.id, {})
+            for notebook in submission.notebooks:
+                for grade in notebook.grades:
+                    mine[grade.cell.name] = (float(grade.score), float(grade.max_score))
+    return cells

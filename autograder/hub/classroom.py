@@ -35,6 +35,7 @@ the *staff*, instructors and teaching assistants (role ``ta``), are also in the 
 submissions, feedback) but not the hub's folder with the secret and the passwords.
 
     python -m autograder hub add alice bob            # learners; prints their passwords
+    python -m autograder hub add eve=eve@uni.edu      # with an email or LMS id (grade exports)
     python -m autograder hub add carol --instructor
     python -m autograder hub add dave --ta            # a teaching assistant
     python -m autograder hub password alice           # a new password for alice
@@ -60,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.course import ROOT, Course
+from autograder.lms_ids import LmsId, record_lms_ids, split_name
 
 STATE_ENV = "TRANSFORMER_HUB_STATE"
 COURSE_ROOT_ENV = "TRANSFORMER_COURSE_ROOT"
@@ -245,7 +247,9 @@ class Classroom:
             return [f"{name}  {self.new_password(name)}" for name in names]
         if action != "add":
             raise ValueError(f"unknown roster action {action!r}: add, remove or password")
+        names, ids = self._with_lms_ids(names)
         self.add(names, role)
+        record_lms_ids(self.course, ids)
         lines = []
         for name in names:
             # A staff member's account is otherwise made when their server first starts.
@@ -253,9 +257,24 @@ class Classroom:
                 self.ensure_account(name, role)
             if not self.has_password(name):
                 lines.append(f"{name}  {self.new_password(name)}")
+        if ids:
+            lines.append(f"recorded the email or LMS id of {len(ids)} learner(s) in "
+                         f"{self.course.lms_ids_file} (the grade exports for Canvas and Moodle "
+                         "name learners by them)")
         return [*lines, f"{len(names)} {role}(s) on the roster of {self.state}; each new one's "
                 "password is printed above (hand it to them). They log in at <hub "
                 "address>/hub/login."]
+
+    @staticmethod
+    def _with_lms_ids(names: list[str]) -> tuple[list[str], dict[str, LmsId]]:
+        """The user names of ``hub add``'s ``NAME[=EMAIL|LMS_ID]`` arguments, and the ids given
+        (:mod:`autograder.lms_ids`).
+
+        Raises:
+            ValueError: ids that cannot be read.
+        """
+        pairs = [split_name(name) for name in names]
+        return [name for name, _ in pairs], {name: ids for name, ids in pairs if ids}
 
     # ---- the grading secret
 

@@ -211,9 +211,13 @@ def _roster(classroom: Classroom, request: dict[str, Any], log: logging.Logger,
     role = request.get("role", "learner")
     if role not in ROLES:
         raise StepError(f"unknown role {role!r}; use one of {', '.join(ROLES)}")
+    names = request.get("names") or []
+    # ``hub add`` names may carry the learner's ids in the platform: ``alice=alice@uni.edu``.
+    if not isinstance(names, list) or not all(
+            isinstance(n, str) and NAME.fullmatch(n.partition("=")[0]) for n in names):
+        raise StepError(f"names: a list of user names, not {names!r}")
     try:
-        lines = classroom.change_roster(str(request.get("action")),
-                                        _names(request, "names") or [], role)
+        lines = classroom.change_roster(str(request.get("action")), names, role)
     except (ValueError, PermissionError, RuntimeError) as exc:
         raise StepError(str(exc)) from exc
     for line in lines:

@@ -26,12 +26,13 @@ MAX_REASON_CHARS = 300
 MAX_REASONS_CHARS = 2_000
 
 
-def _number(value: float) -> str:
+def points_text(value: float) -> str:
+    """A number of points as every table of grades writes it: ``7``, ``2.5``."""
     return f"{value:g}"
 
 
 def _points(score: float, max_score: float) -> str:
-    return f"{_number(score)}/{_number(max_score)}"
+    return f"{points_text(score)}/{points_text(max_score)}"
 
 
 def _by_hand(score: Score) -> str:
@@ -39,7 +40,7 @@ def _by_hand(score: Score) -> str:
     if not score.manual_max_score:
         return "-"
     if score.manual_pending:
-        return f"{_number(score.manual_pending)} pending"
+        return f"{points_text(score.manual_pending)} pending"
     return _points(score.manual_score, score.manual_max_score)
 
 
@@ -110,10 +111,11 @@ def export_csv(course: Course, path: str | os.PathLike | None = None) -> str:
     writer.writerow(CSV_COLUMNS)
     for row in read_scores(course):
         flags = read_flags(course, row.student, row.chapter)
-        writer.writerow([row.student, row.chapter, _number(row.score), _number(row.max_score),
-                         _number(row.auto_score), _number(row.auto_max_score),
-                         _number(row.manual_score), _number(row.manual_max_score),
-                         _number(row.manual_pending), _number(row.late_penalty),
+        writer.writerow([row.student, row.chapter, points_text(row.score),
+                         points_text(row.max_score), points_text(row.auto_score),
+                         points_text(row.auto_max_score),
+                         points_text(row.manual_score), points_text(row.manual_max_score),
+                         points_text(row.manual_pending), points_text(row.late_penalty),
                          ";".join(dict.fromkeys(f.code for f in flags)),
                          _reasons(flags, row.student, row.chapter, course)])
     text = buffer.getvalue()

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import ast
+import base64
 import csv
+import importlib
+import io
+import re
 import zipfile
 from pathlib import Path
 
@@ -14,6 +18,7 @@ from autograder import grade_function
 from autograder.exercises.registry import all_exercises, earlier_functions
 from autograder.grade.audit import audit_notebook
 from tests.fixtures.sample_class import (
+    BUGS,
     CHAPTERS,
     HONEST_KINDS,
     LEARNERS,
@@ -149,16 +154,26 @@ def test_bad_arguments(tmp_path) -> None:
 END_TO_END = ("dev", "finn", "gus", "hana", "ivy", "jack", "kim", "lee", "mo")
 
 
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The sample class's learners of :data:`END_TO_END`, released, collected, autograded with
+    2 workers, with feedback and the grades CSV, in a temporary course (the demo's run)."""
+    from tests.fixtures.demo import run_demo
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AUTOGRADER_SECRET", "sample-class-test-secret")
+        yield run_demo(tmp_path_factory.mktemp("demo") / "demo", jobs=2, learners=END_TO_END)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_the_pipeline_grades_the_class_as_expected(tmp_path, monkeypatch) -> None:
+def test_the_pipeline_grades_the_class_as_expected(graded) -> None:
     """Release, collect, autograde with 2 workers, feedback, grades CSV and audit, in a
     temporary course; every score and flag agrees with expected.csv."""
-    from tests.fixtures.demo import run_demo, table
+    from tests.fixtures.demo import table
 
-    monkeypatch.setenv("AUTOGRADER_SECRET", "sample-class-test-secret")
+    result = graded
     assert set(END_TO_END) <= set(LEARNERS)
-    result = run_demo(tmp_path / "demo", jobs=2, learners=END_TO_END)
     assert result.comparison.ok, "\n".join([table(result.rows), *result.comparison.problems])
     assert {r.learner for r in result.rows} == set(END_TO_END)
     with open(result.grades_csv, encoding="utf-8") as handle:
@@ -166,3 +181,40 @@ def test_the_pipeline_grades_the_class_as_expected(tmp_path, monkeypatch) -> Non
     assert exported == {(r.learner, r.chapter) for r in result.rows}
     readable = [r for r in result.rows if r.kind not in ("broken-json", "empty-file")]
     assert len(result.feedback) >= len(readable) - 1  # the notebook without cells may have none
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_item_analysis_counts_each_mutants_hint(graded, capsys) -> None:
+    """``analysis`` on the graded class: the one buggy learner's mutants each count once under
+    their hint, and nothing else counts; a histogram; no learner named unless asked."""
+    from autograder.cli import main
+    from autograder.steps.analysis import hint_id, hint_of
+    from tests.fixtures.demo import demo_course
+
+    course = demo_course(graded.course_dir.parent)
+    where = ["--root", str(course.root), "--course-dir", str(course.folder)]
+    assert main(["analysis", "all", *where]) == 0
+    assert capsys.readouterr().out.count(" learner(s), ") == len(CHAPTERS)
+    expected, found = {}, {}
+    for chapter in CHAPTERS:
+        for exercise in (e for e in all_exercises() if e.chapter == chapter and e.id in BUGS):
+            module = importlib.import_module(f"tests.fixtures.mutants.{exercise.id[:4]}")
+            mutant = getattr(module, BUGS[exercise.id])
+            hint = hint_of(grade_function(exercise.id, mutant).message)
+            expected[exercise.id, hint_id(hint)] = "1"
+        sheet = course.analysis_csv(chapter).read_text(encoding="utf-8")
+        found |= {(row["exercise"], row["hint_id"]): row["hint_count"]
+                  for row in csv.DictReader(io.StringIO(sheet)) if row["hint_id"]}
+        page = course.analysis_page(chapter).read_text(encoding="utf-8")
+        picture = re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", page)
+        assert picture and base64.b64decode(picture[1]).startswith(b"\x89PNG")
+        text = page.replace(picture[0], "") + sheet
+        assert not [name for name in END_TO_END if re.search(rf"\b{name}\b", text)], chapter
+        assert all(exercise.difficulty in page for exercise in all_exercises()
+                   if exercise.chapter == chapter)
+    assert found == expected
+    assert main(["analysis", "ch02", "--names", *where]) == 0
+    assert re.search(r"\(dev\)", course.analysis_page("ch02_attention").read_text())
+    assert main(["analysis", "ch09", *where]) == 1
+    assert "no graded submission of ch09_training" in capsys.readouterr().err
