@@ -27,6 +27,7 @@ The release step itself (``python -m autograder release``) is :mod:`autograder.s
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -257,12 +258,30 @@ def _how_commands_run(c: Config) -> None:
     c.ClearOutput.remove_metadata_fields = ["collapsed", "scrolled", "execution", "ExecuteTime"]
 
 
-def ensure_alembic_on_path() -> None:
-    """Put this Python's scripts folder on PATH when ``alembic`` is not found.
+def ready_alembic() -> None:
+    """Make nbgrader's use of alembic, its gradebook's migration tool, work and quick.
 
-    nbgrader runs the ``alembic`` command each time it opens a gradebook; it is installed next
-    to this interpreter, which is not on PATH when the virtual environment is not activated.
+    nbgrader runs the ``alembic`` command to read the schema's version each time it creates a
+    gradebook (a Python process of its own: seconds), and to upgrade an old gradebook. The
+    version is read here instead, once per process, from nbgrader's migration scripts; and the
+    command, installed next to this interpreter, is put on PATH for upgrades when the virtual
+    environment is not activated.
     """
     if shutil.which("alembic") is None:
         scripts = str(Path(sys.executable).parent)
         os.environ["PATH"] = os.pathsep.join([scripts, os.environ.get("PATH", "")])
+    import nbgrader.api  # loaded by whoever is about to open a gradebook
+
+    nbgrader.api.get_alembic_version = alembic_head
+
+
+@functools.cache
+def alembic_head() -> str:
+    """The schema version nbgrader stamps on a new gradebook: the head of its migrations."""
+    import nbgrader
+    from alembic.config import Config as AlembicConfig
+    from alembic.script import ScriptDirectory
+
+    config = AlembicConfig()
+    config.set_main_option("script_location", str(Path(nbgrader.__file__).parent / "alembic"))
+    return ScriptDirectory.from_config(config).get_current_head()

@@ -20,9 +20,9 @@ if importlib.util.find_spec("autograder") is None:
     # The course is not installed into this Python: import it from the checkout.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from autograder.course import ROOT, course_config, ensure_alembic_on_path  # noqa: E402
+from autograder.course import ROOT, course_config, ready_alembic  # noqa: E402
 
-ensure_alembic_on_path()  # plain `nbgrader` works without activating .venv
+ready_alembic()  # plain `nbgrader` finds alembic without activating .venv
 
 c = get_config()  # noqa: F821 (nbgrader provides get_config when it reads this file)
 c.merge(course_config(ROOT))

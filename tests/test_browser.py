@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autograder.course import CHAPTERS, COURSE_ID, course_config, ensure_alembic_on_path
+from autograder.course import CHAPTERS, COURSE_ID, course_config, ready_alembic
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Locator, Page
@@ -225,7 +225,7 @@ def exchange_lab(browser: Browser, tmp_path_factory: pytest.TempPathFactory,
         shutil.copytree(ROOT / folder / CHAPTER, course / folder / CHAPTER)
     exchange.mkdir()
     root.mkdir()
-    ensure_alembic_on_path()
+    ready_alembic()
     config = course_config(course)
     config.Exchange.root = str(exchange)
     api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)

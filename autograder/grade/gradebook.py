@@ -16,7 +16,7 @@ from datetime import datetime
 
 from nbformat import NotebookNode
 
-from autograder.course import COURSE_ID, Course, ensure_alembic_on_path
+from autograder.course import COURSE_ID, Course, ready_alembic
 
 
 @contextmanager
@@ -38,7 +38,7 @@ def open_gradebook(course: Course):
     # nbgrader takes a second to import: loaded when this runs, not with the module.
     from nbgrader.api import Gradebook
 
-    ensure_alembic_on_path()
+    ready_alembic()
     course.folder.mkdir(parents=True, exist_ok=True)
     return Gradebook(course.db_url, COURSE_ID)
 

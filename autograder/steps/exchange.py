@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from autograder.course import SECRET_FILE, Course, ensure_alembic_on_path
+from autograder.course import SECRET_FILE, Course, ready_alembic
 
 
 def _run(app_class, what: str, chapter: str, exchange: str | os.PathLike, course: Course,
@@ -30,7 +30,7 @@ def _run(app_class, what: str, chapter: str, exchange: str | os.PathLike, course
     from nbgrader.apps.api import capture_log
     from nbgrader.coursedir import CourseDirectory
 
-    ensure_alembic_on_path()
+    ready_alembic()
     config = course.config()
     config.Exchange.root = str(Path(exchange).resolve())
     config.ExchangeReleaseAssignment.force = True  # a chapter released again replaces the old

@@ -33,7 +33,7 @@ from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 from nbformat import NotebookNode
 
-from autograder.course import Course, ensure_alembic_on_path
+from autograder.course import Course, ready_alembic
 from autograder.flags import Flag, write_flags
 from autograder.notebook import graded_test_cells
 
@@ -246,7 +246,7 @@ def generate_feedback(
     Returns:
         A :class:`FeedbackReport`: the pages written and the learners without one.
     """
-    ensure_alembic_on_path()
+    ready_alembic()
     config = course.config()
     report = FeedbackReport()
     for chapter in chapters:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from autograder.course import CHAPTERS, SOURCE_DIRECTORY, Course, ensure_alembic_on_path
+from autograder.course import CHAPTERS, SOURCE_DIRECTORY, Course, ready_alembic
 from autograder.grade.gradebook import ensure_chapter, open_gradebook
 from autograder.steps.exchange import release_to_exchange
 from autograder.steps.view import check_class_release, refresh_view
@@ -68,7 +68,7 @@ def generate(
     from nbgrader.converters import GenerateAssignment
     from nbgrader.coursedir import CourseDirectory
 
-    ensure_alembic_on_path()
+    ready_alembic()
     config = course.config()
     chapters = list(chapters)
     for number, chapter in enumerate(chapters, 1):

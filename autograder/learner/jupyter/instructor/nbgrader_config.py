@@ -9,9 +9,9 @@ repository: the folder the server serves, which the class server sets too.
 
 import os
 
-from autograder.course import ROOT, course_config, ensure_alembic_on_path
+from autograder.course import ROOT, course_config, ready_alembic
 
-ensure_alembic_on_path()  # formgrader opens the gradebook, which runs `alembic`
+ready_alembic()  # the Formgrader creates and opens gradebooks with alembic
 
 c = get_config()  # noqa: F821 (nbgrader provides get_config when it reads this file)
 c.merge(course_config(root=os.environ.get("TRANSFORMER_COURSE_ROOT") or ROOT,
