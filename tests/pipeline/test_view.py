@@ -291,6 +291,8 @@ def test_the_formgrader_shows_the_refusal_without_debug_records_or_a_traceback(t
     assert result["success"] and "[DEBUG]" in result["log"], result
     shown = readable(result)
     assert "[DEBUG]" not in shown["log"] and "the gradebook holds its points" in shown["log"]
+    # How it ended comes first, before the release's other lines.
+    assert shown["log"].startswith(f"Outcome: released {CHAPTERS[0]} to the exchange"), shown
 
 
 def test_close_refuses_a_folder_that_is_no_class_and_writes_nothing(tmp_path: Path, capsys):
