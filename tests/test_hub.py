@@ -466,49 +466,22 @@ def _fits(page: Page | FrameLocator, what: str) -> None:
 
 def _submissions_for_a_semester(instructor: BrowserContext, lab: Page, formgrader: FrameLocator,
                                 hub: Hub, shots: Path) -> None:
-    """Manage Submissions of the graded chapter on a 1280-pixel screen, in its own tab and in
-    JupyterLab's frame (``formgrader``, showing it): the columns fit; the class report of copy
-    detection, each learner's pairs in it and the item analysis are linked (the analysis once
-    it is written); bob is regraded from his row; the whole chapter is graded with a progress
-    display."""
-    from autograder.hub.classroom import Classroom
-
+    """Manage Submissions of the graded chapter on a 1280-pixel screen, in JupyterLab's frame
+    (``formgrader``, showing it) and in a tab of its own: the columns fit, and the reports are
+    linked (:func:`_reports_linked`); bob is regraded from his row and the whole chapter is
+    graded with a progress display."""
     lab.set_viewport_size({"width": 1280, "height": 900})
     _fits(formgrader, "the Formgrader in JupyterLab at 1280 px")
     _screenshot(lab, shots, "formgrader_submissions_in_lab_1280")
     lab.set_viewport_size({"width": 1400, "height": 1000})
     page = instructor.new_page()
     page.set_viewport_size({"width": 1280, "height": 900})
-    url = f"{hub.url}/user/{INSTRUCTOR}/formgrader/manage_submissions/{CHAPTER}"
-    page.goto(url)
-    analysis = page.locator("#course-analysis")
-    analysis.get_by_text(f"no analysis yet: run python -m autograder analysis {CHAPTER}"
-                         ).wait_for(timeout=UI_MS)
+    page.goto(f"{hub.url}/user/{INSTRUCTOR}/formgrader/manage_submissions/{CHAPTER}")
     rows = {name: _submission_row(page, name) for name in LEARNERS}
     rows["bob"].locator(".flags .pairs").wait_for(timeout=UI_MS)
     _fits(page, "Manage Submissions at 1280 px")
     _screenshot(page, shots, "formgrader_submissions_1280")
-    report = page.locator("#course-similarity a.report").get_attribute("href")
-    for name, row in rows.items():
-        href = row.locator(".flags a.pairs", has_text="closest pairs").get_attribute("href")
-        assert href == f"{report}#learner-{name}", href
-    pairs = instructor.new_page()
-    pairs.goto(f"{hub.url}{report}#learner-bob")
-    assert pairs.locator("#learner-bob").count() == 1 and pairs.locator("#learner-alice").count()
-    pairs.close()
-
-    course = Classroom(hub.state, hub.prefix).course
-    written = course.folder / "analysis" / f"{CHAPTER}.html"
-    written.parent.mkdir(exist_ok=True)
-    written.write_text("<html><body><h1>The class's item analysis</h1></body></html>")
-    for path in (written.parent, written):
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    page.reload()
-    link = analysis.locator("a.report", has_text="the chapter's analysis")
-    with page.expect_popup() as opened:
-        link.click()
-    opened.value.get_by_text("The class's item analysis").wait_for(timeout=UI_MS)
-    opened.value.close()
+    _reports_linked(instructor, page, rows, hub)
 
     # bob, graded by the teaching assistant, regraded from his row.
     button = rows["bob"].locator(".autograde a")
@@ -527,6 +500,38 @@ def _submissions_for_a_semester(instructor: BrowserContext, lab: Page, formgrade
     assert panel.locator(".progress-bar").inner_text().strip() == "2 / 2"
     _screenshot(page, shots, "formgrader_autograded_chapter", panel)
     page.close()
+
+
+def _reports_linked(instructor: BrowserContext, page: Page, rows: dict[str, Locator],
+                    hub: Hub) -> None:
+    """On Manage Submissions (``page``, with the learners' ``rows``): the report of copy
+    detection, each learner's pairs in it, and the item analysis, named with its command until
+    a page is in its place, then linked."""
+    from autograder.hub.classroom import Classroom
+
+    analysis = page.locator("#course-analysis")
+    analysis.get_by_text(f"no analysis yet: run python -m autograder analysis {CHAPTER}"
+                         ).wait_for(timeout=UI_MS)
+    report = page.locator("#course-similarity a.report").get_attribute("href")
+    for name, row in rows.items():
+        href = row.locator(".flags a.pairs", has_text="closest pairs").get_attribute("href")
+        assert href == f"{report}#learner-{name}", href
+    pairs = instructor.new_page()
+    pairs.goto(f"{hub.url}{report}#learner-bob")
+    assert pairs.locator("#learner-bob").count() == 1 and pairs.locator("#learner-alice").count()
+    pairs.close()
+
+    written = Classroom(hub.state, hub.prefix).course.folder / "analysis" / f"{CHAPTER}.html"
+    written.parent.mkdir(exist_ok=True)
+    written.write_text("<html><body><h1>The class's item analysis</h1></body></html>")
+    written.parent.chmod(0o755)
+    written.chmod(0o644)
+    page.reload()
+    with page.expect_popup() as opened:
+        analysis.locator("a.report", has_text="the chapter's analysis").click()
+    opened.value.get_by_text("The class's item analysis").wait_for(timeout=UI_MS)
+    opened.value.close()
+    rows["bob"].locator(".flags .pairs").wait_for(timeout=UI_MS)
 
 
 # ----------------------------------------------------------------------------- the test
