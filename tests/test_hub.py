@@ -59,6 +59,7 @@ import pytest
 from ci_env import in_ci
 from test_browser import KERNEL_IDLE_JS, UI_MS, _screenshot
 
+from autograder.copies.pairs import SIMILAR_SUBMISSIONS
 from autograder.course import COURSE_ID
 from autograder.exercises.checking import SECRET_ENV, SECRET_FILE_ENV
 from autograder.exercises.registry import all_exercises
@@ -464,12 +465,36 @@ def _fits(page: Page | FrameLocator, what: str) -> None:
     assert widths[0] <= widths[1] and widths[2] <= widths[1], f"{what} is too wide: {widths}"
 
 
-def _submissions_for_a_semester(instructor: BrowserContext, lab: Page, formgrader: FrameLocator,
-                                hub: Hub, shots: Path) -> None:
-    """Manage Submissions of the graded chapter on a 1280-pixel screen, in JupyterLab's frame
-    (``formgrader``, showing it) and in a tab of its own: the columns fit, and the reports are
-    linked (:func:`_reports_linked`); bob is regraded from his row and the whole chapter is
-    graded with a progress display."""
+def _copy_flag(hub: Hub) -> None:
+    """Give bob a flag of copy detection, as a class with copies has them: a long cell name,
+    a long code and a long reason (his next grading checks the class again and replaces it)."""
+    from autograder.flags import Flag, write_flags
+    from autograder.hub.classroom import Classroom
+
+    cell = "ch02_scaled_dot_product_attention_solution"
+    reason = (f"{cell}: this answer and that of alice (97%: 95% and 99% of either, 212 tokens "
+              "in common; 0 of the 1 other learner(s) of the cell hold most of the shared code "
+              "too) are alike once names and layout are set aside. Compare them side by side "
+              f"in similarity/{CHAPTER}.html. Flags of copy detection never change a score.")
+    course = Classroom(hub.state, hub.prefix).course
+    write_flags(course, "bob", CHAPTER, "similarity", [Flag(SIMILAR_SUBMISSIONS, cell, reason)])
+    course.flags_file("bob", CHAPTER).chmod(0o644)
+
+
+def _submissions_for_a_semester(instructor: BrowserContext, lab: Page, hub: Hub,
+                                shots: Path) -> None:
+    """Manage Submissions of the graded chapter, bob with a copy flag (:func:`_copy_flag`), at
+    1400 and 1280 pixels in JupyterLab's frame (``lab``) and at 1280 in a tab of its own: the
+    columns fit, and the reports are linked (:func:`_reports_linked`); bob is regraded from his
+    row and the whole chapter is graded with a progress display."""
+    _copy_flag(hub)
+    lab.reload()
+    formgrader = _open_formgrader(lab)
+    _assignment_row(formgrader).locator(".num-submissions a", has_text="2").click()
+    _submission_row(formgrader, "bob").locator(".flags", has_text=SIMILAR_SUBMISSIONS).wait_for(
+        timeout=UI_MS)
+    _fits(formgrader, "the Formgrader in JupyterLab at 1400 px")
+    _screenshot(lab, shots, "formgrader_submissions_copy_flag")
     lab.set_viewport_size({"width": 1280, "height": 900})
     _fits(formgrader, "the Formgrader in JupyterLab at 1280 px")
     _screenshot(lab, shots, "formgrader_submissions_in_lab_1280")
@@ -478,7 +503,7 @@ def _submissions_for_a_semester(instructor: BrowserContext, lab: Page, formgrade
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(f"{hub.url}/user/{INSTRUCTOR}/formgrader/manage_submissions/{CHAPTER}")
     rows = {name: _submission_row(page, name) for name in LEARNERS}
-    rows["bob"].locator(".flags .pairs").wait_for(timeout=UI_MS)
+    rows["bob"].locator(".flags li").first.wait_for(timeout=UI_MS)
     _fits(page, "Manage Submissions at 1280 px")
     _screenshot(page, shots, "formgrader_submissions_1280")
     _reports_linked(instructor, page, rows, hub)
@@ -516,6 +541,8 @@ def _reports_linked(instructor: BrowserContext, page: Page, rows: dict[str, Loca
     for name, row in rows.items():
         href = row.locator(".flags a.pairs", has_text="closest pairs").get_attribute("href")
         assert href == f"{report}#learner-{name}", href
+    copy_flag = rows["bob"].locator(".flags a.pairs", has_text="see the pair in the report")
+    assert copy_flag.get_attribute("href") == f"{report}#learner-bob"
     pairs = instructor.new_page()
     pairs.goto(f"{hub.url}{report}#learner-bob")
     assert pairs.locator("#learner-bob").count() == 1 and pairs.locator("#learner-alice").count()
@@ -531,7 +558,7 @@ def _reports_linked(instructor: BrowserContext, page: Page, rows: dict[str, Loca
         analysis.locator("a.report", has_text="the chapter's analysis").click()
     opened.value.get_by_text("The class's item analysis").wait_for(timeout=UI_MS)
     opened.value.close()
-    rows["bob"].locator(".flags .pairs").wait_for(timeout=UI_MS)
+    rows["bob"].locator(".flags a.pairs", has_text="closest pairs").wait_for(timeout=UI_MS)
 
 
 # ----------------------------------------------------------------------------- the test
@@ -688,7 +715,7 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
                 f"{expected:g}", "/", f"{chapter_points:g}"], row.inner_text()
             flags = row.locator(".flags").inner_text()
             assert "cell_error" in flags and "raised NotImplementedError" in flags, flags
-        _submissions_for_a_semester(instructor, page, formgrader, hub, tmp_path)
+        _submissions_for_a_semester(instructor, page, hub, tmp_path)
 
         # bob's page, where written answers are graded: his flags above the notebook, and
         # the chapter's formulas typeset.
