@@ -491,7 +491,12 @@ def test_view_feedback_opens_the_feedback_page(
     _open_lab(page, exchange_lab)
     page.locator("#jp-MainMenu").get_by_text("Nbgrader", exact=True).click()
     page.locator("#jp-mainmenu-nbgrader").get_by_text("Assignment List", exact=True).click()
-    page.locator("#submitted_assignments_list").get_by_text("(view feedback)").click()
+    submitted = page.locator("#submitted_assignments_list")
+    submitted.get_by_text("(view feedback)").wait_for(timeout=UI_MS)
+    # Its feedback is fetched and none waits in the exchange: nothing to fetch is offered.
+    fetch = submitted.locator("button", has_text="Fetch Feedback")
+    assert fetch.count() == 1 and not fetch.is_visible()
+    submitted.get_by_text("(view feedback)").click()
     # The page itself, in JupyterLab's HTML viewer (its tab named for the page).
     page.frame_locator(".jp-HTMLViewer iframe").get_by_text(mark).wait_for(timeout=UI_MS)
     shot = _screenshot(page, tmp_path, "feedback_opened")

@@ -23,6 +23,12 @@ grading secret: grading uses the class's own, which the hub made and gives its g
   chapter.
 * alice fetches her feedback, opens it from the Assignment List's "(view feedback)" and reads
   it, and cannot reach bob's.
+* For a semester: the submissions list fits a 1280-pixel screen (in its own tab and in
+  JupyterLab's frame) and links the report of copy detection, each learner's pairs in it and the
+  item analysis (once written); the instructor regrades bob from his row and grades the whole
+  chapter with its progress display; the dialogs of Release, Collect, Autograde and Release
+  Feedback show how the step ended first, with no debug record; before their feedback is
+  released, learners are offered no "Fetch Feedback".
 
 Every step asserts what the person sees. Needs root (learners' servers run as their own
 accounts), Debian's Chromium and the proxy (`make test` installs both); outside CI a missing one
@@ -53,6 +59,7 @@ import pytest
 from ci_env import in_ci
 from test_browser import KERNEL_IDLE_JS, UI_MS, _screenshot
 
+from autograder.copies.pairs import SIMILAR_SUBMISSIONS
 from autograder.course import COURSE_ID
 from autograder.exercises.checking import SECRET_ENV, SECRET_FILE_ENV
 from autograder.exercises.registry import all_exercises
@@ -61,7 +68,7 @@ from autograder.hub.limits import class_cgroups
 from tests.fixtures.sample_class import load_chapter, mutant_source
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, FrameLocator, Locator, Page
+    from playwright.sync_api import Browser, BrowserContext, FrameLocator, Locator, Page
 
 ROOT = Path(__file__).resolve().parents[1]
 PROXY = ROOT / "build" / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
@@ -304,9 +311,17 @@ def _learner_works(page: Page, hub: Hub, name: str, source: str, shots: Path,
     fetched.get_by_role("button", name="Submit").first.click()
     page.locator("#submitted_assignments_list .list_item").first.wait_for(timeout=UI_MS)
     _screenshot(page, shots, f"{name}_submitted")
+    _no_feedback_to_fetch(page)
     inbound = hub.state / "exchange" / COURSE_ID / "inbound"
     assert list(inbound.glob(f"{name}+{CHAPTER}+*")), f"{name}'s submission is not in {inbound}"
     return validation
+
+
+def _no_feedback_to_fetch(page: Page) -> None:
+    """The Assignment List of a submission without feedback offers no "Fetch Feedback"."""
+    button = page.locator("#submitted_assignments_list button", has_text="Fetch Feedback")
+    button.first.wait_for(state="attached", timeout=UI_MS)
+    assert not button.first.is_visible(), "Fetch Feedback is offered before any feedback"
 
 
 def _fetch_feedback(page: Page, hub: Hub, name: str, shots: Path) -> Path:
@@ -479,6 +494,117 @@ def _as_staff(hub: Hub, name: str, *command: str) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True)
 
 
+def _outcome_first(dialog: str, outcome: str) -> None:
+    """A Formgrader dialog's log starts with how the step ended, and holds no debug record."""
+    log = dialog.split("Log Output", 1)[-1].strip()
+    assert log.startswith(f"Outcome: {outcome}") and "[DEBUG]" not in dialog, dialog
+
+
+def _fits(page: Page | FrameLocator, what: str) -> None:
+    """Nothing on the page (or in the frame) reaches past its right edge."""
+    widths = page.locator("body").evaluate(
+        "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth,"
+        " Math.max(...[...document.querySelectorAll('#main-table td.flags')].map("
+        "cell => cell.getBoundingClientRect().right))]")
+    assert widths[0] <= widths[1] and widths[2] <= widths[1], f"{what} is too wide: {widths}"
+
+
+def _copy_flag(hub: Hub) -> None:
+    """Give bob a flag of copy detection, as a class with copies has them: a long cell name,
+    a long code and a long reason (his next grading checks the class again and replaces it)."""
+    from autograder.flags import Flag, write_flags
+    from autograder.hub.classroom import Classroom
+
+    cell = "ch02_scaled_dot_product_attention_solution"
+    reason = (f"{cell}: this answer and that of alice (97%: 95% and 99% of either, 212 tokens "
+              "in common; 0 of the 1 other learner(s) of the cell hold most of the shared code "
+              "too) are alike once names and layout are set aside. Compare them side by side "
+              f"in similarity/{CHAPTER}.html. Flags of copy detection never change a score.")
+    course = Classroom(hub.state, hub.prefix).course
+    write_flags(course, "bob", CHAPTER, "similarity", [Flag(SIMILAR_SUBMISSIONS, cell, reason)])
+    course.flags_file("bob", CHAPTER).chmod(0o644)
+
+
+def _submissions_for_a_semester(instructor: BrowserContext, lab: Page, hub: Hub,
+                                shots: Path) -> None:
+    """Manage Submissions of the graded chapter, bob with a copy flag (:func:`_copy_flag`), at
+    1400 and 1280 pixels in JupyterLab's frame (``lab``) and at 1280 in a tab of its own: the
+    columns fit, and the reports are linked (:func:`_reports_linked`); bob is regraded from his
+    row and the whole chapter is graded with a progress display."""
+    _copy_flag(hub)
+    lab.reload()
+    formgrader = _open_formgrader(lab)
+    _assignment_row(formgrader).locator(".num-submissions a", has_text="2").click()
+    _submission_row(formgrader, "bob").locator(".flags", has_text=SIMILAR_SUBMISSIONS).wait_for(
+        timeout=UI_MS)
+    _fits(formgrader, "the Formgrader in JupyterLab at 1400 px")
+    _screenshot(lab, shots, "formgrader_submissions_copy_flag")
+    lab.set_viewport_size({"width": 1280, "height": 900})
+    _fits(formgrader, "the Formgrader in JupyterLab at 1280 px")
+    _screenshot(lab, shots, "formgrader_submissions_in_lab_1280")
+    lab.set_viewport_size({"width": 1400, "height": 1000})
+    page = instructor.new_page()
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{hub.url}/user/{INSTRUCTOR}/formgrader/manage_submissions/{CHAPTER}")
+    rows = {name: _submission_row(page, name) for name in LEARNERS}
+    rows["bob"].locator(".flags li").first.wait_for(timeout=UI_MS)
+    _fits(page, "Manage Submissions at 1280 px")
+    _screenshot(page, shots, "formgrader_submissions_1280")
+    _reports_linked(instructor, page, rows, hub)
+
+    # bob, graded by the teaching assistant, regraded from his row.
+    button = rows["bob"].locator(".autograde a")
+    assert button.inner_text().strip() == "regrade", button.inner_text()
+    _outcome_first(_press(page, rows["bob"], "autograde", timeout=GRADE_MS), "bob scored 0 of")
+
+    # The whole chapter: a progress bar and each learner's outcome as it comes.
+    panel = page.locator("#course-autograde")
+    panel.get_by_role("button", name="Autograde the chapter").click()
+    panel.locator(".summary", has_text="grading ").wait_for(timeout=UI_MS)
+    panel.locator(".progress-bar").wait_for(timeout=UI_MS)
+    _screenshot(page, shots, "formgrader_autograde_progress", panel)
+    panel.locator(".summary", has_text="graded 2 of 2").wait_for(timeout=2 * GRADE_MS)
+    outcomes = panel.locator(".outcomes").inner_text()
+    assert "alice: alice scored" in outcomes and "bob: bob scored 0 of" in outcomes, outcomes
+    assert panel.locator(".progress-bar").inner_text().strip() == "2 / 2"
+    _screenshot(page, shots, "formgrader_autograded_chapter", panel)
+    page.close()
+
+
+def _reports_linked(instructor: BrowserContext, page: Page, rows: dict[str, Locator],
+                    hub: Hub) -> None:
+    """On Manage Submissions (``page``, with the learners' ``rows``): the report of copy
+    detection, each learner's pairs in it, and the item analysis, named with its command until
+    a page is in its place, then linked."""
+    from autograder.hub.classroom import Classroom
+
+    analysis = page.locator("#course-analysis")
+    analysis.get_by_text(f"no analysis yet: run python -m autograder analysis {CHAPTER}"
+                         ).wait_for(timeout=UI_MS)
+    report = page.locator("#course-similarity a.report").get_attribute("href")
+    for name, row in rows.items():
+        href = row.locator(".flags a.pairs", has_text="closest pairs").get_attribute("href")
+        assert href == f"{report}#learner-{name}", href
+    copy_flag = rows["bob"].locator(".flags a.pairs", has_text="see the pair in the report")
+    assert copy_flag.get_attribute("href") == f"{report}#learner-bob"
+    pairs = instructor.new_page()
+    pairs.goto(f"{hub.url}{report}#learner-bob")
+    assert pairs.locator("#learner-bob").count() == 1 and pairs.locator("#learner-alice").count()
+    pairs.close()
+
+    written = Classroom(hub.state, hub.prefix).course.folder / "analysis" / f"{CHAPTER}.html"
+    written.parent.mkdir(exist_ok=True)
+    written.write_text("<html><body><h1>The class's item analysis</h1></body></html>")
+    written.parent.chmod(0o755)
+    written.chmod(0o644)
+    page.reload()
+    with page.expect_popup() as opened:
+        analysis.locator("a.report", has_text="the chapter's analysis").click()
+    opened.value.get_by_text("The class's item analysis").wait_for(timeout=UI_MS)
+    opened.value.close()
+    rows["bob"].locator(".flags a.pairs", has_text="closest pairs").wait_for(timeout=UI_MS)
+
+
 # ----------------------------------------------------------------------------- the test
 
 
@@ -519,6 +645,7 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
         released = _press(formgrader, row, "release", timeout=RELEASE_MS)
         assert f"Successfully released '{CHAPTER}'" in released
         assert "the gradebook holds its points" in released, released
+        _outcome_first(released, f"released {CHAPTER} to the exchange")
         formgrader.locator("#main-table tr", has_text=CHAPTER).locator(
             ".status", has_text="released").wait_for(timeout=UI_MS)
         _screenshot(page, tmp_path, "formgrader_released")
@@ -599,6 +726,7 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
         formgrader = _open_formgrader(page)
         collected = _press(formgrader, _assignment_row(formgrader), "collect")
         assert "collected 2 submission(s)" in collected, collected
+        _outcome_first(collected, "collected 2 submission(s)")
         secret = hub.state / "hub" / "autograder_secret"
         attempts = [_as_staff(hub, TA, "cat", str(secret)),
                     _as_staff(hub, TA, sys.executable, "-m", "autograder", "hub", "add", "eve")]
@@ -612,6 +740,7 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
                         timeout=GRADE_MS)
         assert f"Successfully autograded '{CHAPTER}' for student 'alice'" in graded
         assert f"grading with the class's secret from {SECRET_FILE_ENV}" in graded, graded
+        _outcome_first(graded, "alice scored")
         read, add = (attempt.communicate(timeout=120)[0] for attempt in attempts)
         assert attempts[0].returncode != 0 and secret.read_text().strip() not in read, read
         assert attempts[1].returncode == 1, add
@@ -630,6 +759,7 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
                 f"{expected:g}", "/", f"{chapter_points:g}"], row.inner_text()
             flags = row.locator(".flags").inner_text()
             assert "cell_error" in flags and "raised NotImplementedError" in flags, flags
+        _submissions_for_a_semester(instructor, page, hub, tmp_path)
 
         # bob's page, where written answers are graded: his flags above the notebook, and
         # the chapter's formulas typeset.
@@ -655,6 +785,7 @@ def test_an_instructor_runs_a_class_through_the_formgrader(
         handed = _press(formgrader, _assignment_row(formgrader), "release-feedback")
         assert (f"released the feedback of 2 submission(s) of {CHAPTER}: alice, bob"
                 in handed), handed
+        _outcome_first(handed, "released the feedback of 2 submission(s)")
         assert outside == [], f"the instructor's pages fetched from outside the hub: {outside}"
     finally:
         instructor.close()

@@ -209,20 +209,38 @@ class GradesExport(ExportPlugin):
         self.log.info("Wrote %d row(s) with flags to %s", len(kept) - 1, destination)
 
 
-class CourseCollect(ExchangeCollect):
+class CourseStep:
+    """What the course's collect, release and release of feedback share: ``start()`` runs the
+    course's step of the chapter (:meth:`step`), in this process as root or through the class's
+    grading service, and a step that fails or is refused fails nbgrader's command with its
+    reason (the Formgrader shows it as the button's error)."""
+
+    op = ""  # the grading service's name of the step (autograder.hub.grading.STEPS)
+
+    def step(self, course: Course, chapter: str) -> tuple[Callable[[], None], dict[str, Any]]:
+        """The step run here, and the fields of the request to the grading service beside
+        the chapter."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        course, chapter = course_of(self.coursedir), self.coursedir.assignment_id
+        here, fields = self.step(course, chapter)
+        try:
+            _as_root(self.op, self.log, here, chapter=chapter, **fields)
+        except StepError as exc:
+            self.fail(str(exc))
+
+
+class CourseCollect(CourseStep, ExchangeCollect):
     """``ExchangeFactory.collect``: ``nbgrader collect`` and the formgrader's Collect button
     run the course's collect (:func:`~autograder.collect.sources.collect`) on the exchange:
     every submission judged on its own, refusals and flags reported. The learners collected
     enter the gradebook under their names, so the formgrader lists them by name at once."""
 
-    def start(self) -> None:
-        course, chapter = course_of(self.coursedir), self.coursedir.assignment_id
-        try:
-            _as_root("collect", self.log,
-                     lambda: collect_chapter(course, chapter, self.root, self.log),
-                     chapter=chapter)
-        except StepError as exc:
-            self.fail(str(exc))
+    op = "collect"
+
+    def step(self, course: Course, chapter: str) -> tuple[Callable[[], None], dict[str, Any]]:
+        return lambda: collect_chapter(course, chapter, self.root, self.log), {}
 
 
 class ZipCollectRefused(ExtractorPlugin):
@@ -236,36 +254,29 @@ class ZipCollectRefused(ExtractorPlugin):
                          "folder of learner folders works too)")
 
 
-class CourseRelease(ExchangeReleaseAssignment):
+class CourseRelease(CourseStep, ExchangeReleaseAssignment):
     """``ExchangeFactory.release_assignment``: ``nbgrader release_assignment`` and the
     formgrader's Release button run ``python -m autograder release CHAPTER --exchange DIR``
     (:func:`~autograder.steps.release.release`): the chapter is generated from solutions/,
     recorded with its points in the gradebook, then copied into the exchange."""
 
-    def start(self) -> None:
-        course, chapter = course_of(self.coursedir), self.coursedir.assignment_id
-        try:
-            _as_root("release", self.log,
-                     lambda: release_chapter(course, chapter, self.root, self.log),
-                     chapter=chapter)
-        except StepError as exc:
-            self.fail(str(exc))
+    op = "release"
+
+    def step(self, course: Course, chapter: str) -> tuple[Callable[[], None], dict[str, Any]]:
+        return lambda: release_chapter(course, chapter, self.root, self.log), {}
 
 
-class CourseReleaseFeedback(ExchangeReleaseFeedback):
+class CourseReleaseFeedback(CourseStep, ExchangeReleaseFeedback):
     """``ExchangeFactory.release_feedback``: ``nbgrader release_feedback`` and the formgrader's
     Release Feedback buttons run the course's release
     (:func:`~autograder.steps.exchange.release_feedback`). The log names every learner whose
     page was released; with none, the run fails and says why, instead of reporting success."""
 
-    def start(self) -> None:
-        course, chapter = course_of(self.coursedir), self.coursedir.assignment_id
+    op = "release_feedback"
+
+    def step(self, course: Course, chapter: str) -> tuple[Callable[[], None], dict[str, Any]]:
         student = self.coursedir.student_id
         students = None if student in ("", "*") else [student]
-        try:
-            _as_root("release_feedback", self.log,
-                     lambda: release_chapter_feedback(course, chapter, self.root, students,
-                                                      self.log),
-                     chapter=chapter, students=students)
-        except StepError as exc:
-            self.fail(str(exc))
+        return (lambda: release_chapter_feedback(course, chapter, self.root, students,
+                                                 self.log),
+                {"students": students})

@@ -26,6 +26,15 @@ from autograder.sandbox.launcher import Limits, check_sandbox
 from autograder.steps.exchange import release_feedback, unreleasable
 from autograder.steps.release import ensure_recorded, release
 
+# The first words of each line that says how a step ended: the Formgrader's dialogs show these
+# lines before the step's others (autograder.nbgrader_hooks.formgrader.readable).
+OUTCOME = "Outcome: "
+
+
+def log_outcome(log: logging.Logger, message: str, *args: object, warning: bool = False) -> None:
+    """Log how a step ended (``message % args``), marked with :data:`OUTCOME`."""
+    (log.warning if warning else log.info)(OUTCOME + message, *args)
+
 
 class StepError(RuntimeError):
     """A step could not be done (or was refused); the message says why, for the instructor."""
@@ -38,8 +47,8 @@ def release_chapter(course: Course, chapter: str, exchange: str | os.PathLike,
         release(course, [chapter], exchange=exchange, progress=log.info)
     except (ValueError, RuntimeError) as exc:
         raise StepError(f"release failed: {exc}") from exc
-    log.info("released %s to the exchange %s; the gradebook holds its points", chapter,
-             exchange)
+    log_outcome(log, "released %s to the exchange %s; the gradebook holds its points",
+                chapter, exchange)
 
 
 def collect_chapter(course: Course, chapter: str, exchange: str | os.PathLike,
@@ -47,7 +56,9 @@ def collect_chapter(course: Course, chapter: str, exchange: str | os.PathLike,
     """The course's collect of ``chapter`` from the exchange; the learners collected enter the
     gradebook under their names."""
     report = collect(course, exchange=exchange, chapters=[chapter])
-    for line in report.lines():
+    summary, *lines = report.lines()
+    log_outcome(log, "%s", summary, warning=bool(report.refused))
+    for line in lines:
         (log.warning if line.startswith(("REFUSED", "FLAG")) else log.info)("%s", line)
     register_students(course, sorted({taken.student for taken in report.taken}))
 
@@ -62,8 +73,8 @@ def release_chapter_feedback(course: Course, chapter: str, exchange: str | os.Pa
         raise StepError(str(exc)) from exc
     if not released:
         raise StepError(unreleasable(course, chapter, students))
-    log.info("released the feedback of %d submission(s) of %s: %s", len(released), chapter,
-             ", ".join(name for name, _ in released))
+    log_outcome(log, "released the feedback of %d submission(s) of %s: %s", len(released),
+                chapter, ", ".join(name for name, _ in released))
 
 
 def prepare_grading(course: Course, chapter: str, log: logging.Logger) -> None:
@@ -96,12 +107,12 @@ def grade_one(course: Course, student: str, chapter: str, log: logging.Logger) -
         raise StepError(f"grading stopped at {student}/{chapter}: {outcome.fault}. Nothing was "
                         "recorded for this learner, nor for those after it")
     summary = store_outcome(course, outcome)
-    log.info("%s scored %g of %g autograded point(s)", student, summary.score,
-             summary.max_score)
+    log_outcome(log, "%s scored %g of %g autograded point(s)", student, summary.score,
+                summary.max_score)
     if summary.flags:
-        log.warning("%s is flagged %s (the reasons are in %s)", student,
+        log_outcome(log, "%s is flagged %s (the reasons are in %s)", student,
                     ", ".join(dict.fromkeys(f.code for f in summary.flags)),
-                    course.flags_file(student, chapter))
+                    course.flags_file(student, chapter), warning=True)
     # nbgrader grades one learner at a time (the Formgrader's button, one learner per click),
     # so the class is checked again after each; the course's sources are read once per process.
     after_grading(course, [chapter], [])

@@ -332,6 +332,8 @@ def test_formgrader_buttons_take_the_course_path(graded, tmp_path,
         for student in ("cheat", "honest"):
             result = server.call("POST", f"/formgrader/api/submission/{CH}/{student}/autograde")
             assert result["success"], result
+            # The Formgrader's dialog reads how the grading ended first.
+            assert result["log"].startswith(f"Outcome: {student} scored "), result["log"]
         submission = server.call("GET", f"/formgrader/api/submission/{CH}/cheat")
         listed = {s["student"]: s for s in server.call("GET", f"/formgrader/api/submissions/{CH}")}
         notebooks = server.call("GET", f"/formgrader/api/submitted_notebooks/{CH}/{CH}")
@@ -358,6 +360,10 @@ def test_formgrader_buttons_take_the_course_path(graded, tmp_path,
     assert not refused["success"] and "friday" in refused["error"]
     assert after["extensions"] == {}
     assert 'id="course-extensions"' in submissions_page and "extensions.js" in submissions_page
+    # The chapter's reports: copy detection's is linked, the analysis not written yet is named.
+    assert f'/formgrader/course/similarity/{CH}.html">the' in submissions_page
+    assert f"no analysis yet: run\n      <code>python -m autograder analysis {CH}</code>" in (
+        submissions_page)
 
     # The same score and flags as `python -m autograder autograde` gave her (copy detection,
     # which ran after her grading, compared her with a class of one here), in the submissions
@@ -388,3 +394,5 @@ def test_formgrader_buttons_take_the_course_path(graded, tmp_path,
     assert sorted(p.name for p in (formgrader / "submitted").iterdir()) == [
         "cheat", "dana", "honest"]
     assert "REFUSED" in collect_log and "Zo" in collect_log
+    assert collect_log.startswith("Outcome: collected 1 submission(s) of 1 learner(s), "
+                                  "refused 1"), collect_log

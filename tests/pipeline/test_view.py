@@ -291,6 +291,25 @@ def test_the_formgrader_shows_the_refusal_without_debug_records_or_a_traceback(t
     assert result["success"] and "[DEBUG]" in result["log"], result
     shown = readable(result)
     assert "[DEBUG]" not in shown["log"] and "the gradebook holds its points" in shown["log"]
+    # How it ended comes first, before the release's other lines.
+    assert shown["log"].startswith(f"Outcome: released {CHAPTERS[0]} to the exchange"), shown
+
+
+def test_a_formgrader_dialog_shows_how_the_step_ended_first():
+    """The outcome lines of a step (here a grading through the class's grading service, whose
+    warnings carry its own mark) come first, without their records' levels; debug records go."""
+    from autograder.nbgrader_hooks.formgrader import readable
+
+    log = ["[DEBUG] Looking for the submission", "[INFO] Grading ch02 of bob in the sandbox",
+           "[INFO] Outcome: bob scored 0 of 7 autograded point(s)",
+           "[WARNING] WARNING Outcome: bob is flagged cell_error (the reasons are in f.json)",
+           "[INFO] Copy detection of ch02: similarity/ch02.html"]
+    shown = readable({"success": True, "log": "\n".join(log)})
+    assert shown["log"].splitlines() == [
+        "Outcome: bob scored 0 of 7 autograded point(s)",
+        "Outcome: bob is flagged cell_error (the reasons are in f.json)", "",
+        "[INFO] Grading ch02 of bob in the sandbox",
+        "[INFO] Copy detection of ch02: similarity/ch02.html"]
 
 
 def test_close_refuses_a_folder_that_is_no_class_and_writes_nothing(tmp_path: Path, capsys):

@@ -12,13 +12,21 @@ take the course's path through :mod:`autograder.nbgrader_hooks.commands`), excep
   are typeset by the MathJax that ``jupyter_server_mathjax`` serves from this server, so they
   render offline; and the learner's HTML and Markdown are sanitised, since the page runs in
   the instructor's server (:class:`FormgradeExporter`, ``templates/course_formgrade/``);
-* **Manage Submissions** links to the chapter's class report of copy detection
-  (``similarity/<chapter>.html`` of the course folder, served to logged-in users only under
-  ``formgrader/course/similarity/``), and each copy flag to the learner's pairs in it;
+* **Manage Submissions** links to the chapter's class reports (:data:`REPORTS`, each
+  ``<name>/<chapter>.html`` of the course folder, served to logged-in users only under
+  ``formgrader/course/<name>/``): copy detection, where each graded learner and each copy flag
+  links to the learner's pairs, and the item analysis; a report not yet written is named with
+  the command that writes it (:class:`ManageSubmissions`);
+* **Manage Submissions** puts nbgrader's three buttons of a row in one column, so that the
+  table fits a 1280-pixel screen; a graded learner's Autograde reads "regrade"; **Autograde the
+  chapter** grades every learner listed, one after the other through nbgrader's Autograde of
+  one learner, with a progress bar and each outcome (``static/autograde_all.js``);
 * **Manage Submissions** also lists the chapter's extensions and gives or takes back one
   learner's (``static/extensions.js``, :class:`Extensions`);
-* **Release** shows the course's refusal (the chapters to close first and the command) as a
-  few lines, without nbgrader's debug records or a traceback;
+* **Release**, **Collect**, **Autograde** and **Release Feedback** answer with how the step
+  ended first, then the rest of the log without nbgrader's debug records; a refusal of the
+  course (the chapters to close first and the command) reads as a few lines, without a
+  traceback (:func:`readable`);
 * **Generate Feedback**, for a chapter or one learner, is the course's
   (:func:`autograder.steps.feedback.generate_feedback`): one page per learner, a learner
   whose page fails is flagged and named in the log, the others get theirs.
@@ -27,6 +35,7 @@ take the course's path through :mod:`autograder.nbgrader_hooks.commands`), excep
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,6 +54,7 @@ from autograder.course import Course
 from autograder.deadlines import deadline, due_dates, extend, extensions
 from autograder.flags import read_flags
 from autograder.nbgrader_hooks.commands import course_of
+from autograder.nbgrader_hooks.steps import OUTCOME
 from autograder.steps.feedback import generate_feedback, sanitise_fragment
 
 HERE = Path(__file__).resolve().parent
@@ -53,6 +63,13 @@ STATIC = HERE / "static"
 # jupyter_server_mathjax serves MathJax 2 under this path of the server; this configuration
 # of it typesets TeX with fonts it serves too.
 MATHJAX = "static/jupyter_server_mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+# The class reports of a chapter that Manage Submissions links to: each is
+# ``<course folder>/<name>/<chapter>.html``, written by ``python -m autograder <name> CHAPTER``
+# and served under ``formgrader/course/<name>/``.
+REPORTS = ("similarity", "analysis")
+# A line of nbgrader's captured log (or of the grading service's) that says how a step ended:
+# the record's level, the service's mark of a warning, then the outcome itself.
+OUTCOME_LINE = re.compile(rf"^(?:\[\w+\] )?(?:WARNING )?({re.escape(OUTCOME)}.*)$")
 
 
 def flags_of(coursedir: Any, student: str, chapter: str) -> list[dict[str, str | None]]:
@@ -197,35 +214,82 @@ class GenerateFeedback(apihandlers.GenerateFeedbackHandler):
 
 
 def readable(result: dict[str, Any]) -> dict[str, Any]:
-    """nbgrader's answer to a Formgrader button as an instructor reads it: its log without the
-    ``[DEBUG]`` records and, when the course refused the action (nbgrader's ``ExchangeError``,
-    whose reason the log holds), without a traceback."""
-    kept, debug = [], False
+    """nbgrader's answer to a Formgrader button as an instructor reads it: how the step ended
+    first (its lines marked :data:`~autograder.nbgrader_hooks.steps.OUTCOME`, each without its
+    record's level), then the rest of its log without the ``[DEBUG]`` records and, when the
+    course refused the action (nbgrader's ``ExchangeError``, whose reason the log holds),
+    without a traceback."""
+    outcomes, kept, debug = [], [], False
     for line in result.get("log", "").splitlines():
         if line.startswith("["):  # a record starts; its message may go on over more lines
             debug = line.startswith("[DEBUG]")
-        if not debug:
+        found = OUTCOME_LINE.match(line)
+        if found:
+            outcomes.append(found.group(1))
+        elif not debug:
             kept.append(line)
-    answer = {**result, "log": "\n".join(kept)}
+    answer = {**result, "log": "\n".join(outcomes + [""] * bool(outcomes and kept) + kept)}
     if not result["success"] and "ExchangeError: " in result.get("error", ""):
         answer.pop("error")
     return answer
 
 
-class ReleaseReadably(apihandlers.ReleaseHandler):
+class ReadableAnswer:
+    """A Formgrader button's handler whose answer is :func:`readable`: nbgrader's handler
+    writes its API's result as JSON, which this reads before it is sent (an error page goes
+    out as it is)."""
+
+    def write(self, chunk: Any) -> None:
+        if isinstance(chunk, str) and self.get_status() == 200:
+            chunk = json.dumps(readable(json.loads(chunk)))
+        super().write(chunk)
+
+
+class ReleaseReadably(ReadableAnswer, apihandlers.ReleaseHandler):
     """Release of a chapter (the course's, :class:`~autograder.nbgrader_hooks.commands.
     CourseRelease`): a refusal reads as its few lines, not under a traceback."""
+
+
+class CollectReadably(ReadableAnswer, apihandlers.CollectHandler):
+    """Collect of a chapter: how many were collected and refused, first."""
+
+
+class AutogradeReadably(ReadableAnswer, apihandlers.AutogradeHandler):
+    """Autograde (or regrade) of one learner: their score and flags, first."""
+
+
+class ReleaseAllFeedbackReadably(ReadableAnswer, apihandlers.ReleaseAllFeedbackHandler):
+    """Release Feedback of a chapter: the learners whose feedback was released, first."""
+
+
+class ReleaseFeedbackReadably(ReadableAnswer, apihandlers.ReleaseFeedbackHandler):
+    """Release Feedback of one learner: whether it was released, first."""
+
+
+class ManageSubmissions(handlers.ManageSubmissionsHandler):
+    """Manage Submissions of a chapter, with its class reports (:data:`REPORTS`) linked where
+    they have been written, and the command that writes each where not."""
 
     @web.authenticated
     @check_xsrf
     @check_notebook_dir
-    def post(self, assignment_id: str) -> None:
-        self.write(json.dumps(readable(self.api.release_assignment(assignment_id))))
+    def get(self, assignment_id: str) -> None:
+        folder = course_of(self.coursedir).folder
+        self.write(self.render(
+            "manage_submissions.tpl", course_dir=self.coursedir.root,
+            assignment_id=assignment_id, base_url=self.base_url,
+            reports={name: (folder / name / f"{assignment_id}.html").is_file()
+                     for name in REPORTS}))
 
 
 # nbgrader's handler class -> the course's, by the route nbgrader gives it.
 REPLACED = {
+    handlers.ManageSubmissionsHandler: ManageSubmissions,
     apihandlers.ReleaseHandler: ReleaseReadably,
+    apihandlers.CollectHandler: CollectReadably,
+    apihandlers.AutogradeHandler: AutogradeReadably,
+    apihandlers.ReleaseAllFeedbackHandler: ReleaseAllFeedbackReadably,
+    apihandlers.ReleaseFeedbackHandler: ReleaseFeedbackReadably,
     apihandlers.SubmissionCollectionHandler: SubmissionsWithFlags,
     apihandlers.SubmissionHandler: SubmissionWithFlags,
     apihandlers.GenerateAllFeedbackHandler: GenerateAllFeedback,
@@ -257,12 +321,13 @@ class CourseFormgrader(FormgradeExtension):
     def init_handlers(self, webapp) -> None:
         routes = [_replaced(route) for route in
                   (*handlers.default_handlers, *apihandlers.default_handlers)]
+        folder = course_of(self.coursedir).folder
         routes += [
             (r"/formgrader/api/course/extensions/([^/]+)", Extensions),
             (r"/formgrader/api/course/extensions/([^/]+)/([^/]+)", Extensions),
-            # The class reports of copy detection hold learners' code: logged-in users only.
-            (r"/formgrader/course/similarity/(.*)", AuthenticatedFileHandler,
-             {"path": str(course_of(self.coursedir).folder / "similarity")}),
+            # The class reports hold learners' code and scores: logged-in users only.
+            *((rf"/formgrader/course/{name}/(.*)", AuthenticatedFileHandler,
+               {"path": str(folder / name)}) for name in REPORTS),
             (r"/formgrader/course/(.*)", web.StaticFileHandler, {"path": str(STATIC)}),
             (r"/formgrader/static/(.*)", web.StaticFileHandler,
              {"path": handlers.static_path}),

@@ -11,6 +11,9 @@
  *   the server's whole traceback, whose last line, the reason, runs off the dialog's edge
  *   (autograder/learner/submit.py refuses a chapter whose answers the learner can read). The
  *   plugin shows the reason alone.
+ * - "Fetch Feedback" only where there is feedback to fetch. nbgrader offers the button on
+ *   every submitted chapter, before any feedback exists; the plugin shows it only on a chapter
+ *   one of whose submissions nbgrader marks "(feedback available to fetch)".
  *
  * JupyterLab loads prebuilt extensions as module-federation containers: a script that puts
  * {init, get} under window._JUPYTERLAB[<package name>]. This plugin imports nothing (it
@@ -25,6 +28,8 @@
   var FEEDBACK_FOLDER = /(^|\/)feedback\/[^/]+\/?$/;
   // The last line of a Python traceback of nbgrader's exchange: its error and the reason.
   var EXCHANGE_ERROR = /\n[\w.]*ExchangeError: ([\s\S]*)$/;
+  // What nbgrader writes beside a submission whose feedback waits in the exchange.
+  var FEEDBACK_TO_FETCH = /\(feedback available to fetch\)/;
 
   function openFeedback(app, folder) {
     return app.serviceManager.contents.get(folder, { content: true }).then(function (model) {
@@ -54,25 +59,43 @@
 
   // nbgrader's dialog puts the traceback in a <pre> of the dialog's body.
   function tidyRefusals() {
+    document.querySelectorAll('.jp-Dialog pre').forEach(function (pre) {
+      var found = EXCHANGE_ERROR.exec(pre.textContent || '');
+      if (found && /^Traceback/.test(pre.textContent)) {
+        pre.textContent = found[1].trim();
+        pre.style.whiteSpace = 'pre-wrap';
+      }
+    });
+  }
+
+  // A submitted chapter's row holds its button and, below it, a line per submission.
+  function fetchFeedbackOnlyWhenThere() {
+    document.querySelectorAll('#submitted_assignments_list button').forEach(function (button) {
+      if (button.textContent !== 'Fetch Feedback') {
+        return;
+      }
+      var row = button.closest('.list_item');
+      var available = !!row && FEEDBACK_TO_FETCH.test(row.textContent || '');
+      button.style.display = available ? '' : 'none';
+    });
+  }
+
+  // nbgrader rebuilds the lists and opens its dialogs as it goes: tidy each change.
+  function watchAssignmentList() {
     new MutationObserver(function () {
-      document.querySelectorAll('.jp-Dialog pre').forEach(function (pre) {
-        var found = EXCHANGE_ERROR.exec(pre.textContent || '');
-        if (found && /^Traceback/.test(pre.textContent)) {
-          pre.textContent = found[1].trim();
-          pre.style.whiteSpace = 'pre-wrap';
-        }
-      });
+      tidyRefusals();
+      fetchFeedbackOnlyWhenThere();
     }).observe(document.body, { childList: true, subtree: true });
   }
 
   var plugin = {
     id: NAME + ':plugin',
     description: 'The Assignment List\'s "(view feedback)" opens the page; a refused '
-      + 'submission reads as its sentence.',
+      + 'submission reads as its sentence; "Fetch Feedback" only where there is feedback.',
     autoStart: true,
     activate: function (app) {
       watchFeedbackLinks(app);
-      tidyRefusals();
+      watchAssignmentList();
     }
   };
 
