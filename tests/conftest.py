@@ -19,15 +19,20 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
 
 
+# The files that take minutes on one worker: started first, one on each.
+LONGEST = ("test_notebooks.py", "test_hub.py")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the files that hold slow tests first, each file's tests in their own order.
+    """Run the files that hold slow tests first, the longest of them before the others, each
+    file's tests in their own order.
 
     ``make test`` hands whole files to two workers, next file to the first one free. A slow
     file started last (the hub's, the notebooks') kept one worker busy for minutes while the
     other had finished; started first, the many quick files fill both workers' ends evenly.
     """
     slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
+    items.sort(key=lambda item: (item.path not in slow, item.path.name not in LONGEST))
 
 
 # The tests grade sample learners, not a class: the development secret may grade them (tests

@@ -142,18 +142,26 @@ def test_the_page_does_not_depend_on_how_the_kernel_split_its_prints():
 def test_a_huge_cell_is_shown_cut_with_a_note_and_the_notebook_keeps_it_whole():
     """A pasted cell of 800,000 characters once held a class's feedback for minutes: the page
     shows its first lines and says how much it leaves out; the graded notebook is unchanged."""
-    nb = nbformat.v4.new_notebook()
-    huge = "x = 1\n" * 140_000
-    nb.cells = [nbformat.v4.new_code_cell(huge, id="c1"),
-                nbformat.v4.new_markdown_cell("*word* " * 150_000, id="c2"),
-                nbformat.v4.new_code_cell("y = 2", id="c3")]
-    html, _ = FeedbackExporter(template_name="classic").from_notebook_node(nb)
+    def notebook(code: str, text: str) -> nbformat.NotebookNode:
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(code, id="c1"),
+                    nbformat.v4.new_markdown_cell(text, id="c2"),
+                    nbformat.v4.new_code_cell("y = 2", id="c3")]
+        return nb
+
+    huge, words = "x = 1\n" * 140_000, "*word* " * 150_000
+    nb = notebook(huge, words)
+    exporter = FeedbackExporter(template_name="classic")
+    html, _ = exporter.from_notebook_node(nb)
     assert nb.cells[0].source == huge
     assert html.count("x</span> <span") < MAX_SHOWN_SOURCE // 6 + 10
     assert f"of the cell&#39;s {len(huge):,} characters" in html or (
         f"of the cell's {len(huge):,} characters" in html)
     assert "1,050,000 characters" in html and "y</span>" in html
-    assert len(html) < 40 * MAX_SHOWN_SOURCE + 400_000
+    # No bigger than the page of cells at the limit, but for the two notes.
+    at_limit, _ = exporter.from_notebook_node(notebook(huge[:MAX_SHOWN_SOURCE],
+                                                       words[:MAX_SHOWN_SOURCE]))
+    assert len(html) < len(at_limit) + 1_000, (len(html), len(at_limit))
 
 
 @pytest.mark.parametrize("fragment", ["", "plain text", "<p>unclosed", "</head>twice</head>"])
