@@ -41,6 +41,9 @@ from autograder.exercises.registry import CHAPTERS as CHAPTER_IDS
 ROOT = Path(__file__).resolve().parents[1]
 # The course folder of a course root, unless another is named (``--course-dir``).
 COURSE_FOLDER = Path("autograder") / "course"
+# On the class server, the course root and folder a staff member's server serves: their
+# terminals' commands act on the class, not on this repository's own course.
+COURSE_ROOT_ENV, COURSE_DIR_ENV = "TRANSFORMER_COURSE_ROOT", "TRANSFORMER_COURSE_DIR"
 COURSE_ID = "build-the-transformer"
 SOURCE_DIRECTORY = "solutions"
 RELEASE_DIRECTORY = "notebooks"

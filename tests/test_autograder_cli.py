@@ -12,7 +12,7 @@ import pytest
 import autograder.steps.release
 from autograder import exercises
 from autograder.cli import main
-from autograder.course import ROOT, Course
+from autograder.course import COURSE_DIR_ENV, COURSE_ROOT_ENV, ROOT, Course
 from autograder.exercises.registry import get_exercise
 
 
@@ -78,3 +78,13 @@ def test_unknown_chapter_and_missing_command_are_usage_errors(capsys):
     with pytest.raises(SystemExit) as info:
         main([])
     assert info.value.code == 2
+
+
+def test_a_staff_terminal_on_the_class_server_acts_on_the_class(monkeypatch, tmp_path, capsys):
+    """The class server names its course in each staff member's server's environment: commands
+    typed in its terminals act on the class, not on this repository's own course."""
+    monkeypatch.setenv(COURSE_ROOT_ENV, str(tmp_path / "root"))
+    monkeypatch.setenv(COURSE_DIR_ENV, str(tmp_path / "class"))
+    assert main(["analysis", "ch02"]) == 1
+    assert f"no graded submission of ch02_attention in {tmp_path / 'class'};" in (
+        capsys.readouterr().err)

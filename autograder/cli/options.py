@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
-from autograder.course import ROOT, Course
+from autograder.course import COURSE_DIR_ENV, COURSE_ROOT_ENV, ROOT, Course
 from autograder.exercises.registry import CHAPTERS
 from autograder.sandbox.launcher import Limits
 
@@ -21,12 +22,17 @@ def chapter_id(text: str) -> str:
 
 
 def add_course_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--root", type=Path, default=ROOT,
-                        help="course root holding solutions/ and notebooks/ (default: this "
-                             "repository)")
-    parser.add_argument("--course-dir", type=Path, default=None,
-                        help="nbgrader course folder: submitted/, autograded/, feedback/, "
-                             "gradebook.db (default: <root>/autograder/course)")
+    """``--root`` and ``--course-dir``; on the class server, a staff member's terminal has the
+    class's (its environment names them)."""
+    root, folder = os.environ.get(COURSE_ROOT_ENV), os.environ.get(COURSE_DIR_ENV)
+    parser.add_argument("--root", type=Path, default=Path(root) if root else ROOT,
+                        help=f"course root holding solutions/ and notebooks/ (default: "
+                             f"${COURSE_ROOT_ENV} where set, as in a staff member's terminal "
+                             "on the class server; else this repository)")
+    parser.add_argument("--course-dir", type=Path, default=Path(folder) if folder else None,
+                        help=f"nbgrader course folder: submitted/, autograded/, feedback/, "
+                             f"gradebook.db (default: ${COURSE_DIR_ENV} where set; else "
+                             "<root>/autograder/course)")
 
 
 def course_of(args: argparse.Namespace) -> Course:

@@ -60,11 +60,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.course import ROOT, Course
+from autograder.course import COURSE_ROOT_ENV, ROOT, Course
 from autograder.lms_ids import LmsId, record_lms_ids, split_name
 
 STATE_ENV = "TRANSFORMER_HUB_STATE"
-COURSE_ROOT_ENV = "TRANSFORMER_COURSE_ROOT"
 PREFIX_ENV = "TRANSFORMER_HUB_USER_PREFIX"
 # Where a staff member's server finds the grading service (autograder.hub.grading).
 GRADING_SOCKET_ENV = "TRANSFORMER_GRADING_SOCKET"

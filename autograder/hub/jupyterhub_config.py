@@ -28,10 +28,10 @@ as they were.
 import os
 import sys
 
-from autograder.course import ROOT
+from autograder.course import COURSE_ROOT_ENV, ROOT
 from autograder.exercises.checking import SECRET_FILE_ENV
 from autograder.hub.auth import configure_login
-from autograder.hub.classroom import COURSE_ROOT_ENV, PREFIX_ENV, Classroom
+from autograder.hub.classroom import PREFIX_ENV, Classroom
 from autograder.hub.limits import limits_report, read_limits
 from autograder.hub.spawner import ClassSpawner
 

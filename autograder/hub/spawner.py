@@ -42,9 +42,9 @@ from pathlib import Path
 from jupyterhub.spawner import LocalProcessSpawner
 
 from autograder.cgroups import Cgroup
-from autograder.course import ROOT
+from autograder.course import COURSE_DIR_ENV, COURSE_ROOT_ENV, ROOT
 from autograder.exercises.checking import CHECKS_ENV
-from autograder.hub.classroom import COURSE_ROOT_ENV, GRADING_SOCKET_ENV, STAFF, Classroom
+from autograder.hub.classroom import GRADING_SOCKET_ENV, STAFF, Classroom
 from autograder.hub.limits import SERVER_GROUP, learner_cgroup, read_limits
 from autograder.learner.kernel_limits import CGROUP_ENV
 from autograder.sandbox.launcher import (
@@ -198,7 +198,7 @@ class ClassSpawner(LocalProcessSpawner):
             TRANSFORMER_COURSE_EXCHANGE=str(classroom.exchange),
         )
         if self.role in STAFF:
-            env["TRANSFORMER_COURSE_DIR"] = str(classroom.course_dir)
+            env[COURSE_DIR_ENV] = str(classroom.course_dir)
             env[COURSE_ROOT_ENV] = str(self.server_folder())
             env[GRADING_SOCKET_ENV] = str(classroom.grading_socket)
         else:
