@@ -421,6 +421,8 @@ def test_the_documentation_is_the_readme_and_the_docs_pages() -> None:
     assert pages[0] == "README.md"
     assert {"docs/instructors.md", "docs/class-server.md", "docs/security.md",
             "docs/troubleshooting.md"} <= set(pages)
+    # A newcomer's page: the details belong in docs/.
+    assert len((ROOT / "README.md").read_bytes()) < 15_000
 
 
 def test_every_documented_command_is_covered() -> None:
