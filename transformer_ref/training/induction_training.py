@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -64,7 +65,8 @@ class InductionConfig:
 def train_induction(model: nn.Module, config: InductionConfig,
                     on_report: Callable[[dict[str, Any]], None] | None = None,
                     ) -> list[dict[str, Any]]:
-    """Train ``model`` on the induction task with the loss on both halves; return the reports
+    """Train ``model`` (seeded by the caller) on the induction task with the loss on both halves;
+    return the reports
     ``{"step", "seconds", "first_half_loss", "repeated_half_loss"}`` (held-out batch,
     ``seconds``: training time so far, evaluations excluded). The model is left in eval mode."""
     data = torch.Generator().manual_seed(config.seed)
@@ -93,7 +95,7 @@ def train_induction(model: nn.Module, config: InductionConfig,
     return reports
 
 
-def save_induction_model(path: Any, model: AttentionOnlyModel, config: InductionConfig,
+def save_induction_model(path: str | Path, model: AttentionOnlyModel, config: InductionConfig,
                          reports: list[dict[str, Any]], metrics: dict[str, Any]) -> None:
     """Save ``model`` in float16 with its training settings, reports and ``metrics``."""
     kept = AttentionOnlyModel(**model.config)
@@ -102,7 +104,7 @@ def save_induction_model(path: Any, model: AttentionOnlyModel, config: Induction
                     extra={"reports": reports, "train_config": asdict(config)})
 
 
-def load_induction_model(path: Any = SHIPPED_INDUCTION
+def load_induction_model(path: str | Path = SHIPPED_INDUCTION
                          ) -> tuple[AttentionOnlyModel, InductionConfig, dict[str, Any]]:
     """``(model, config, checkpoint)`` of a saved induction model, float32, in eval mode."""
     checkpoint = load_checkpoint(path)
