@@ -67,8 +67,8 @@ def train_induction(model: nn.Module, config: InductionConfig,
                     ) -> list[dict[str, Any]]:
     """Train ``model`` (seeded by the caller) on the induction task with the loss on both halves;
     return the reports ``{"step", "seconds", "first_half_loss", "repeated_half_loss"}`` (held-out
-    batch,
-    ``seconds``: training time so far, evaluations excluded). The model is left in eval mode."""
+    batch; ``seconds``: training time so far, evaluations excluded). The model is left in eval
+    mode."""
     data = torch.Generator().manual_seed(config.seed)
     held_out = repeated_tokens(config.eval_batch, config.half, config.vocab, data)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.0)
