@@ -146,6 +146,7 @@ def test_training_lowers_the_loss_and_the_saved_model_loads_back(tmp_path):
     reports = train_language_model(model, train, train[:4], LMTrainConfig(
         steps=60, max_tokens=200, lr=1e-2, warmup=5, eval_every=30))
     assert [r["step"] for r in reports] == [30, 60]
+    assert 0 < reports[0]["tokens"] <= 30 * 200 and reports[1]["tokens"] > reports[0]["tokens"]
     assert reports[-1]["val_loss"] < 1.0 < reports[0]["train_loss"]
     path = save_language_model(tmp_path / "lm.pt", model, tok, step=60, reports=reports,
                                metrics={"val_loss": reports[-1]["val_loss"]})

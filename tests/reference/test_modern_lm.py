@@ -3,6 +3,8 @@ and cached generation with RoPE, which must give exactly the tokens of the uncac
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -12,6 +14,7 @@ from transformer_ref.model.grouped_attention import GroupedQueryAttention, group
 from transformer_ref.model.modern_layers import RmsNorm, Swiglu, swiglu_width
 from transformer_ref.model.modern_lm import ModernLanguageModel
 from transformer_ref.model.rope import apply_rope
+from transformer_ref.training.lm_training import SHIPPED_BLOCKS, load_language_model
 
 
 def test_rms_norm_rows_have_unit_root_mean_square() -> None:
@@ -83,3 +86,29 @@ def test_cached_and_uncached_generation_give_identical_tokens() -> None:
     cached = generate_greedy(model, prompt, 20, cached=True)
     assert torch.equal(cached, generate_greedy(model, prompt, 20, cached=False))
     assert cached.shape == (3, 25)
+
+
+def test_the_modern_model_is_initialised_and_tied_as_chapter_11s() -> None:
+    model = ModernLanguageModel(30, N=1, d_model=16, h=4, n_kv_heads=2)
+    assert model.generator.proj.weight is model.embed.lut.weight
+    untied = ModernLanguageModel(30, N=1, d_model=16, h=4, n_kv_heads=2, tie_weights=False)
+    assert untied.generator.proj.weight is not untied.embed.lut.weight
+    # Xavier-uniform bounds: sqrt(6 / (fan_in + fan_out)).
+    w = untied.layers[0].feed_forward.w1.weight
+    assert w.abs().max() <= math.sqrt(6 / sum(w.shape))
+    assert w.abs().max() > 0.5 * math.sqrt(6 / sum(w.shape))
+
+
+def test_the_shipped_blocks_have_the_same_size_and_load_into_their_classes() -> None:
+    gpt, tok, gpt_record = load_language_model(SHIPPED_BLOCKS["gpt"])
+    modern, _, modern_record = load_language_model(SHIPPED_BLOCKS["modern"],
+                                                   model_class=ModernLanguageModel)
+    sizes = [sum(p.numel() for p in m.parameters()) for m in (gpt, modern)]
+    assert sizes[1] == pytest.approx(sizes[0], rel=1e-3)
+    assert gpt_record["step"] == modern_record["step"]
+    runs = modern_record["metrics"]["runs"]
+    assert sorted((r["kind"], r["seed"]) for r in runs) == [
+        ("gpt", 0), ("gpt", 1), ("modern", 0), ("modern", 1)]
+    ids = torch.tensor([[1, *tok.encode("A dog runs on the grass.").ids]])
+    with torch.no_grad():
+        assert torch.isfinite(modern(ids)).all() and torch.isfinite(gpt(ids)).all()

@@ -19,6 +19,18 @@ from transformer_ref.model.learned_positional import LearnedPositionalEncoding
 from transformer_ref.model.lm_block import DecoderOnlyBlock
 
 
+def init_language_model(model: nn.Module, tie_weights: bool) -> None:
+    """Xavier-uniform initialise every weight matrix of ``model``, as
+    :func:`transformer_ref.model.make_model.make_model` does (vectors keep PyTorch's defaults),
+    then, with ``tie_weights``, make the generator's matrix ``model.generator.proj.weight`` the
+    embedding table ``model.embed.lut.weight`` ``(vocab, d_model)``."""
+    for p in model.parameters():
+        if p.dim() > 1:
+            nn.init.xavier_uniform_(p)
+    if tie_weights:
+        model.generator.proj.weight = model.embed.lut.weight
+
+
 class LanguageModel(nn.Module):
     """``logits = generator(norm(blocks(dropout(embed(ids) + pe))))``.
 
@@ -41,9 +53,7 @@ class LanguageModel(nn.Module):
         max_len: as above; config: the constructor's arguments, so that
             ``LanguageModel(**model.config)`` rebuilds the architecture.
 
-    Weight matrices are Xavier-uniform initialised, as
-    :func:`transformer_ref.model.make_model.make_model` does (biases and LayerNorm keep PyTorch's
-    defaults).
+    Initialised by :func:`init_language_model`.
     """
 
     def __init__(
@@ -66,11 +76,7 @@ class LanguageModel(nn.Module):
         self.max_len = max_len
         self.config = dict(vocab=vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=dropout,
                            max_len=max_len, tie_weights=tie_weights)
-        for p in self.parameters():
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
-        if tie_weights:
-            self.generator.proj.weight = self.embed.lut.weight
+        init_language_model(self, tie_weights)
 
     def forward(self, ids: Tensor) -> Tensor:
         """Long ``(B, T)`` with ``T <= max_len`` -> logits ``(B, T, vocab)``: row ``t`` scores

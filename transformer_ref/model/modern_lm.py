@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from transformer_ref.model.embeddings import Embeddings
 from transformer_ref.model.generator import Generator
 from transformer_ref.model.grouped_attention import GroupedQueryAttention
+from transformer_ref.model.language_model import init_language_model
 from transformer_ref.model.modern_layers import RmsNorm, Swiglu
 
 
@@ -51,6 +52,9 @@ class ModernLanguageModel(nn.Module):
     Attributes:
         embed, layers, norm (:class:`RmsNorm`), generator, max_len, config (the constructor's
         arguments: ``ModernLanguageModel(**model.config)`` rebuilds it).
+
+    Initialised as chapter 11's model
+    (:func:`~transformer_ref.model.language_model.init_language_model`).
     """
 
     def __init__(self, vocab: int, N: int = 2, d_model: int = 128, h: int = 4,
@@ -64,11 +68,7 @@ class ModernLanguageModel(nn.Module):
         self.max_len = max_len
         self.config = dict(vocab=vocab, N=N, d_model=d_model, h=h, n_kv_heads=n_kv_heads,
                            d_ff=d_ff, max_len=max_len, tie_weights=tie_weights)
-        for p in self.parameters():
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
-        if tie_weights:
-            self.generator.proj.weight = self.embed.lut.weight
+        init_language_model(self, tie_weights)
 
     def forward(self, ids: Tensor) -> Tensor:
         """Long ``(B, T)`` -> logits ``(B, T, vocab)``."""

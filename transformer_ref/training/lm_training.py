@@ -12,7 +12,8 @@ zero, which reports the training loss and the validation loss as it goes.
 :func:`load_language_model` reads a saved model with its tokenizer, into the course's
 ``LanguageModel`` or a class of the caller's own; the small model of chapter 11 ships with this
 package (:data:`SHIPPED_LM`, float16, made by
-``benchmarks/ship_language_model.py``).
+``benchmarks/ship_language_model.py``), and so do chapter 12's two models of the comparison of
+blocks (:data:`SHIPPED_BLOCKS`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,12 @@ from transformer_ref.data.tokenizer import encode_batch
 from transformer_ref.data.vocab import BOS_ID, PAD_ID
 from transformer_ref.training.checkpoint import load_checkpoint, save_checkpoint
 
-SHIPPED_LM = Path(__file__).resolve().parents[1] / "pretrained" / "multi30k_en_lm.pt"
+PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
+SHIPPED_LM = PRETRAINED / "multi30k_en_lm.pt"
+# Chapter 12's comparison of blocks at equal size (benchmarks/modern_vs_gpt.py): chapter 11's
+# GPT block and today's block, one small model of each.
+SHIPPED_BLOCKS = {"gpt": PRETRAINED / "multi30k_en_gpt_block.pt",
+                  "modern": PRETRAINED / "multi30k_en_modern_block.pt"}
 TASK = "multi30k-en-lm"
 
 
@@ -150,9 +156,10 @@ def train_language_model(
         on_report: called with each report as it is made (e.g. to draw a live loss curve).
 
     Returns:
-        Reports ``{"step", "seconds", "train_loss", "val_loss", "lr"}``; ``train_loss`` is the
-        mean over the steps since the previous report, ``seconds`` the training time so far
-        (evaluations excluded). The model is left in eval mode.
+        Reports ``{"step", "seconds", "tokens", "train_loss", "val_loss", "lr"}``;
+        ``train_loss`` is the mean over the steps since the previous report, ``seconds`` the
+        training time so far (evaluations excluded) and ``tokens`` the real (not padding)
+        target tokens trained on so far. The model is left in eval mode.
     """
     val_batches = lm_batches(val, config.max_tokens, shuffle=False)
     optimizer = _optimizer(model, config)
@@ -165,15 +172,17 @@ def train_language_model(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
     reports: list[dict[str, Any]] = []
     losses: list[float] = []
-    seconds, epoch, batches = 0.0, 0, []
+    seconds, tokens, epoch, batches = 0.0, 0, 0, []
     model.train()
     for step in range(1, config.steps + 1):
         if not batches:
             batches = lm_batches(train, config.max_tokens, shuffle=True,
                                  seed=config.seed + epoch)
             epoch += 1
+        ids = batches.pop()
+        tokens += int((ids[:, 1:] != PAD_ID).sum())
         started = time.perf_counter()
-        loss = next_token_loss(model, batches.pop().to(device))
+        loss = next_token_loss(model, ids.to(device))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
@@ -182,7 +191,7 @@ def train_language_model(
         seconds += time.perf_counter() - started
         losses.append(loss.item())
         if step % config.eval_every == 0 or step == config.steps:
-            report = {"step": step, "seconds": seconds,
+            report = {"step": step, "seconds": seconds, "tokens": tokens,
                       "train_loss": sum(losses) / len(losses),
                       "val_loss": evaluate_loss(model, val_batches, device),
                       "lr": optimizer.param_groups[0]["lr"]}
