@@ -35,6 +35,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: (item.path not in slow, item.path.name not in LONGEST))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread() -> None:
+    """PyTorch on one thread in each test worker. ``make test`` runs two workers on two cores:
+    with a thread per core each, the threads of tiny operations (a check's masks, norms and
+    attention) wait on each other, up to 10 ms an operation on a busy machine, where one
+    thread takes microseconds. The grading sandbox and the checking service do the same."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 # The tests grade sample learners, not a class: the development secret may grade them (tests
 # that need a class's secret set one; tests of the refusal remove this).
 os.environ["AUTOGRADER_DEVELOPMENT"] = "1"
