@@ -19,8 +19,6 @@ from transformer_ref.training.presets import get_preset, parse_setting, with_set
 SMALL = dict(N=2, d_model=16, d_ff=32, h=2, dropout=0.0, max_len=40)
 VOCAB = 25
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 def batch(seed: int = 0):
     generator = torch.Generator().manual_seed(seed)

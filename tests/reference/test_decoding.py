@@ -20,9 +20,6 @@ VOCAB = 12
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 def random_model(seed: int, device: str = "cpu") -> nn.Module:
     torch.manual_seed(seed)
     model = make_model(VOCAB, VOCAB, N=1, d_model=16, d_ff=32, h=2, dropout=0.0)

@@ -16,9 +16,6 @@ from transformer_ref.modules import make_model
 VOCAB = 30
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 def model_and_source(seed: int, norm_first: bool, fast: bool = True):
     torch.manual_seed(seed)
     model = make_model(VOCAB, VOCAB, N=2, d_model=32, d_ff=64, h=4, dropout=0.3,
