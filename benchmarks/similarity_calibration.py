@@ -32,9 +32,11 @@ characters) scores the same copies.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import inspect
 import io
+import itertools
 import sys
 import tempfile
 import textwrap
@@ -45,11 +47,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autograder.copies import detect as similarity  # noqa: E402
 from autograder.copies import pairs as copy_pairs  # noqa: E402
+from autograder.copies.common import common_hashes, common_words  # noqa: E402
 from autograder.course import ROOT, Course  # noqa: E402
 from autograder.exercises.registry import all_exercises  # noqa: E402
 from autograder.notebook import cell_source, grade_id, solution_cells  # noqa: E402
 from tests.fixtures.copies import DISGUISES, FORMS, disguise  # noqa: E402
-from tests.fixtures.honest_styles import HONEST, honest_source  # noqa: E402
+from tests.fixtures.honest_styles import HONEST, honest_corpus, honest_source  # noqa: E402
 from tests.fixtures.mutants import all_mutants  # noqa: E402
 from tests.fixtures.sample_class import HONEST_KINDS, build_class, mutant_source  # noqa: E402
 
@@ -146,12 +149,50 @@ def exercise_of(cell: str) -> str:
 
 def all_stubs(dictated=copy_pairs.DICTATED) -> dict[str, similarity.Boilerplate]:
     """grade id -> the base code of that cell, for every chapter; the course's answer of
-    ``dictated`` among it."""
+    ``dictated`` among it; what honest answers write alike is the whole corpus of
+    :func:`honest_corpus` (:func:`without` leaves authors out)."""
     course = Course.of(ROOT)
     found: dict[str, similarity.Boilerplate] = {}
     for chapter in sorted(p.name for p in (ROOT / "notebooks").glob("ch*")):
-        found |= similarity.stub_hashes(course, chapter, dictated)
-    return found
+        found |= similarity.stub_hashes(course, chapter, dictated, common={})
+    return without(found, frozenset())
+
+
+def author(learner: str) -> str:
+    """Who wrote an answer of the calibration: the first word of its learner's name (a
+    corpus author's name, ``hint-a``, ``ada``; ``mutant`` or ``copy`` for the others)."""
+    return learner.split()[0]
+
+
+_CORPUS: list[tuple[str, str, str]] = []
+
+
+def corpus_words() -> list[tuple[str, str, str]]:
+    """``(author, grade id, words)`` of each normalised unit of the honest corpus."""
+    if not _CORPUS:
+        for name, cell, code in honest_corpus():
+            _CORPUS.extend((name, cell, words) for words in
+                           common_words([(cell, code)]).get(cell, []))
+    return _CORPUS
+
+
+_WITHOUT: dict[frozenset[str], dict[str, frozenset[int]]] = {}
+
+
+def without(boilerplate: dict[str, similarity.Boilerplate], authors: frozenset[str]
+            ) -> dict[str, similarity.Boilerplate]:
+    """``boilerplate`` whose common code is the honest corpus but the answers of ``authors``
+    (an honest answer is measured against what the others write alike, never its own)."""
+    if authors not in _WITHOUT:
+        words: dict[str, list[str]] = {}
+        for name, cell, text in corpus_words():
+            if name not in authors:
+                words.setdefault(cell, []).append(text)
+        _WITHOUT[authors] = {cell: common_hashes(found, copy_pairs.NOISE_TOKENS)
+                             for cell, found in words.items()}
+    common = _WITHOUT[authors]
+    return {cell: dataclasses.replace(given, common=common.get(cell, frozenset()))
+            for cell, given in boilerplate.items()}
 
 
 def by_chapter(cells: Cells) -> dict[str, Cells]:
@@ -183,12 +224,19 @@ def compared(work, sources, boilerplate) -> dict[str, list]:
             for learner, answers in cells.items():
                 everyone.setdefault(learner, {}).update(answers)
     found: dict[str, list] = {}
-    for p in similarity.reference_pairs(everyone, sources, boilerplate):
-        found.setdefault(f"{group_of[p.learner.owner]} vs course", []).append(p)
+    by_author: dict[str, Cells] = {}
+    for learner, answers in everyone.items():
+        by_author.setdefault(author(learner), {})[learner] = answers
+    for name, cells in sorted(by_author.items()):
+        for p in similarity.reference_pairs(cells, sources,
+                                            without(boilerplate, frozenset({name}))):
+            found.setdefault(f"{group_of[p.learner.owner]} vs course", []).append(p)
     for group, classes, paired in work:
         for cells in classes if paired else ():
-            found.setdefault(f"{group}, learner pairs", []).extend(
-                similarity.learner_pairs(cells, boilerplate))
+            for a, b in itertools.combinations(sorted(cells), 2):
+                found.setdefault(f"{group}, learner pairs", []).extend(
+                    similarity.learner_pairs({a: cells[a], b: cells[b]}, without(
+                        boilerplate, frozenset({author(a), author(b)}))))
     return found
 
 
@@ -361,8 +409,13 @@ def collusion_rates(boilerplate) -> None:
             code = honest_source(entry)
             cells[f"a{number}"] = {cell_of(entry.exercise): code}
             cells[f"b{number}"] = {cell_of(entry.exercise): disguised(code, way)}
-        found = {(p.learner.owner, p.other.owner) for p in similarity.learner_pairs(
-            cells, boilerplate) if p.flagged(copy_pairs.THRESHOLD)}
+        found = {(p.learner.owner, p.other.owner)
+                 for name in {entry.learner for entry in entries}
+                 for p in similarity.learner_pairs(
+                     {key: answers for key, answers in cells.items()
+                      if entries[int(key[1:])].learner == name},
+                     without(boilerplate, frozenset({name})))
+                 if p.flagged(copy_pairs.THRESHOLD)}
         hit = {n for n in range(len(entries)) if (f"a{n}", f"b{n}") in found}
         evidence = evidence or hit
         counts: dict[str, list[int]] = {}

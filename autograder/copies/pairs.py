@@ -24,6 +24,9 @@ MIN_TOKENS = 70
 # implementations and in the public tutorials that many learners know, while a trimmed copy
 # of a long definition is still long.
 MIN_CONTAINED_TOKENS = 90
+# Shared tokens that no honest answer of the cell holds (autograder/copies/common.py) from
+# which a match flags however short the code: what a copy keeps that honest work lacks.
+MIN_RARE_TOKENS = 30
 # Course files that follow the structure of public tutorials (autograder/tutorial_style).
 PUBLIC_STRUCTURE = "autograder/tutorial_style/"
 # The similarity (containment, in either direction) from which a cell is flagged.
@@ -86,6 +89,9 @@ class Pair:
         shared: the fingerprints the two share.
         elsewhere: ``(found, compared)``: how many of the other learners of the cell (beside
             the pair's) hold most of the shared code too, of how many: how rare the match is.
+        rare: how many of the shared tokens (the fewer of either side's) lie in runs that no
+            honest answer of the cell holds (:mod:`autograder.copies.common`): the evidence
+            of a short copy.
     """
 
     cell: str
@@ -96,6 +102,7 @@ class Pair:
     overlap: Overlap
     shared: frozenset[int] = field(default=frozenset(), repr=False)
     elsewhere: tuple[int, int] = (0, 0)
+    rare: int = 0
 
     @property
     def found_in_learner(self) -> float:
@@ -107,12 +114,16 @@ class Pair:
     def flagged(self, threshold: float) -> bool:
         """Whether the other code is found in the learner's (at least :data:`MIN_TOKENS`
         shared; :data:`MIN_CONTAINED_TOKENS` for the tutorial-style code), or the learner's
-        code in the course's (at least :data:`MIN_CONTAINED_TOKENS`)."""
+        code in the course's (at least :data:`MIN_CONTAINED_TOKENS`); or, however short, in
+        either direction with at least :data:`MIN_RARE_TOKENS` shared tokens that no honest
+        answer holds."""
         public = self.other.owner.startswith(PUBLIC_STRUCTURE)
+        contained = self.other.course and self.similarity >= threshold
         return (self.found_in_learner >= threshold and self.tokens >= (
             MIN_CONTAINED_TOKENS if public else MIN_TOKENS)) or (
-            self.other.course and self.similarity >= threshold
-            and self.tokens >= MIN_CONTAINED_TOKENS)
+            contained and self.tokens >= MIN_CONTAINED_TOKENS) or (
+            (contained or self.found_in_learner >= threshold)
+            and self.rare >= MIN_RARE_TOKENS)
 
 
 @dataclass
