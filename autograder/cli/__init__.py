@@ -9,7 +9,7 @@
     python -m autograder feedback CHAPTER|all [--student ID] [--exchange DIR]
     python -m autograder export [--output grades.csv]
     python -m autograder audit [CHAPTER|all] [--student ID]
-    python -m autograder similarity CHAPTER|all [--threshold T]  copies of the course's code
+    python -m autograder similarity CHAPTER|all [--threshold T] [--policy P]  copies
     python -m autograder selfcheck NOTEBOOK ...               a learner's own notebook
     python -m autograder hub add|password|remove|list [NAME ...]  the class server's roster
     python -m autograder hub secret [--rotate]                   the class's grading secret

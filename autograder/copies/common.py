@@ -6,7 +6,8 @@ what it keeps that honest work lacks. The course ships a corpus of honest implem
 normalised form (:mod:`autograder.copies.normalise`), in ``common_code.json``: grade id -> the
 words of every unit of every honest answer of that cell (learners who follow the hints, the
 text to the letter, a tutorial's structure or their own way, and the valid alternatives the
-checks accept). A shared passage is *rare* when no honest answer of the cell holds it; the
+checks accept). A shared passage is *rare* when no honest answer holds it, in any cell (the
+split-heads lines of an honest multi-head attention are common in ``split_heads`` too); the
 rare tokens of a pair are the evidence that short code is copied
 (:attr:`autograder.copies.pairs.Pair.rare`).
 

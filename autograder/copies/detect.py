@@ -317,9 +317,10 @@ def stub_hashes(course: Course, chapter: str, dictated: Iterable[str] = DICTATED
     """grade id -> the base code of each solution cell: the release's stub of that cell and
     every other code cell of the release (code that every learner is given, such as the
     notebook's demonstrations, is no sign of copying), and for an exercise of ``dictated`` the
-    course's own answer (which honest learners write too); with what honest answers of the
-    cell write alike (``common``: grade id -> normalised words, by default the corpus that
-    ships with the course, :func:`autograder.copies.common.shipped_common`).
+    course's own answer (which honest learners write too); with what honest answers write
+    alike (``common``: grade id -> normalised words of honest answers, all cells' counting in
+    each; by default the corpus that ships with the course,
+    :func:`autograder.copies.common.shipped_common`).
 
     Raises:
         FileNotFoundError: the chapter has no release notebook.
@@ -336,8 +337,11 @@ def stub_hashes(course: Course, chapter: str, dictated: Iterable[str] = DICTATED
     answers = _answers(course, chapter, {solution_cell(e) for e in dictated} & set(stubs))
     shown_hashes = _hashes(shown)
     common = shipped_common() if common is None else common
+    # Honest code is common in every cell: the split-heads lines of a multi-head attention
+    # answer are what an honest split_heads holds too.
+    alike = common_hashes((words for cell in common.values() for words in cell), NOISE_TOKENS)
     return {cell_id: Boilerplate(shown_hashes | _hashes([stub, answers.get(cell_id, "")]),
-                                 common_hashes(common.get(cell_id, ()), NOISE_TOKENS))
+                                 alike)
             for cell_id, stub in stubs.items()}
 
 

@@ -24,9 +24,9 @@ MIN_TOKENS = 70
 # implementations and in the public tutorials that many learners know, while a trimmed copy
 # of a long definition is still long.
 MIN_CONTAINED_TOKENS = 90
-# Shared tokens that no honest answer of the cell holds (autograder/copies/common.py) from
-# which a match flags however short the code: what a copy keeps that honest work lacks.
-MIN_RARE_TOKENS = 30
+# Shared tokens that no honest answer holds (autograder/copies/common.py) from which a match
+# flags however short the code: what a copy keeps that honest work lacks.
+MIN_RARE_TOKENS = 20
 # Course files that follow the structure of public tutorials (autograder/tutorial_style).
 PUBLIC_STRUCTURE = "autograder/tutorial_style/"
 # The similarity (containment, in either direction) from which a cell is flagged.
@@ -114,16 +114,14 @@ class Pair:
     def flagged(self, threshold: float) -> bool:
         """Whether the other code is found in the learner's (at least :data:`MIN_TOKENS`
         shared; :data:`MIN_CONTAINED_TOKENS` for the tutorial-style code), or the learner's
-        code in the course's (at least :data:`MIN_CONTAINED_TOKENS`); or, however short, in
-        either direction with at least :data:`MIN_RARE_TOKENS` shared tokens that no honest
-        answer holds."""
+        code in the course's (at least :data:`MIN_CONTAINED_TOKENS`); or the other code
+        found in the learner's however short, with at least :data:`MIN_RARE_TOKENS` shared
+        tokens that no honest answer holds."""
         public = self.other.owner.startswith(PUBLIC_STRUCTURE)
-        contained = self.other.course and self.similarity >= threshold
-        return (self.found_in_learner >= threshold and self.tokens >= (
-            MIN_CONTAINED_TOKENS if public else MIN_TOKENS)) or (
-            contained and self.tokens >= MIN_CONTAINED_TOKENS) or (
-            (contained or self.found_in_learner >= threshold)
-            and self.rare >= MIN_RARE_TOKENS)
+        found = self.found_in_learner >= threshold
+        return (found and self.tokens >= (MIN_CONTAINED_TOKENS if public else MIN_TOKENS)) or (
+            self.other.course and self.similarity >= threshold
+            and self.tokens >= MIN_CONTAINED_TOKENS) or (found and self.rare >= MIN_RARE_TOKENS)
 
 
 @dataclass

@@ -9,8 +9,13 @@ import shutil
 import nbformat
 import pytest
 
-from autograder.copies.detect import check_chapter, reference_pairs, stub_hashes
-from autograder.copies.detect import course_sources, solution_cell
+from autograder.cli import main
+from autograder.copies.detect import (
+    course_sources,
+    reference_pairs,
+    solution_cell,
+    stub_hashes,
+)
 from autograder.copies.policy import (
     DEFAULT_POLICY,
     POLICIES,
@@ -25,9 +30,9 @@ from autograder.notebook import cell_source, grade_id, solution_cells
 
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 
-# A long exercise of each library, chapter 6's among them (whose check once scored a passed
+# Long exercises of both libraries, chapter 6's among them (whose check once scored a passed
 # copy of the course's own encoder block 0 where chapter 7 kept it).
-VERBATIM = ("ch04.multi_head_attention", "ch06.encoder_block", "ch07.positionwise_feed_forward")
+VERBATIM = ("ch04.multi_head_attention", "ch06.encoder_block", "ch09.label_smoothing_loss")
 
 
 def solution(exercise: str) -> str:
@@ -73,9 +78,10 @@ def test_the_policy_is_a_setting_of_the_course_and_a_zero_is_a_manual_score(tmp_
     (before,) = read_scores(course)
 
     def checked(policy: str) -> tuple[float, str]:
-        set_copy_policy(course, policy)
+        # The command sets the course's policy and checks the chapter under it.
+        where = ["--root", str(root), "--course-dir", str(course_dir)]
+        assert main(["similarity", chapter, "--policy", policy, *where]) == 1
         assert copy_policy(course) == policy
-        check_chapter(course, chapter)
         (flag,) = [f for f in read_flags(course, "eve", chapter) if f.code == "copied_reference"]
         (score,) = read_scores(course)
         return before.score - score.score, flag.reason

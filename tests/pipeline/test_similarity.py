@@ -15,9 +15,16 @@ import nbformat
 import pytest
 
 from autograder.cli import main
-from autograder.copies.detect import check_chapter, course_sources
+from autograder.copies.common import shipped_common
+from autograder.copies.detect import check_chapter, course_sources, reference_pairs, stub_hashes
 from autograder.copies.normalise import normalise
-from autograder.copies.pairs import COPIED_REFERENCE, DICTATED, MIN_TOKENS, SIMILAR_SUBMISSIONS
+from autograder.copies.pairs import (
+    COPIED_REFERENCE,
+    DICTATED,
+    MIN_TOKENS,
+    SIMILAR_SUBMISSIONS,
+    THRESHOLD,
+)
 from autograder.course import ROOT, Course
 from autograder.exercises.registry import get_exercise
 from autograder.flags import Flag, read_flags, write_flags
@@ -234,6 +241,28 @@ def test_the_dictated_exercises_are_those_where_honest_work_reaches_the_threshol
     answer or a changed solution that moves one in or out must update the list."""
     calibration = benchmark_script("similarity_calibration")
     assert calibration.dictated_exercises(course_sources(Course.of(ROOT))) == DICTATED
+
+
+def test_the_corpus_of_honest_answers_that_ships_is_the_calibrations(benchmark_script):
+    """``common_code.json`` is the honest corpus as it is now: a new or changed honest answer
+    must write it again (``similarity_calibration.py --write-common``)."""
+    calibration = benchmark_script("similarity_calibration")
+    assert shipped_common() == {cell: tuple(words)
+                                for cell, words in calibration.shipped_corpus().items()}
+
+
+def test_an_honest_softmax_with_its_own_guard_is_not_flagged_left_out_of_the_corpus(
+        benchmark_script):
+    """The class trial's softmax, measured against what the other honest answers write alike
+    (never against itself): short, canonical and not rare, so no evidence."""
+    calibration = benchmark_script("similarity_calibration")
+    entry = next(h for h in HONEST if (h.exercise, h.learner) == ("ch02.softmax", "own-a"))
+    course = Course.of(ROOT)
+    given = calibration.without(stub_hashes(course, "ch02_attention", common={}),
+                                frozenset({entry.learner}))
+    pairs = reference_pairs({"own-a": {cell_of(entry.exercise): honest_source(entry)}},
+                            course_sources(course), given)
+    assert pairs and not [p for p in pairs if p.flagged(THRESHOLD)]
 
 
 def test_on_a_dictated_exercise_learners_are_alike_only_in_what_the_text_leaves_open(tmp_path):
