@@ -36,7 +36,6 @@ import dataclasses
 import importlib
 import inspect
 import io
-import itertools
 import sys
 import tempfile
 import textwrap
@@ -226,19 +225,15 @@ def compared(work, sources, boilerplate) -> dict[str, list]:
             for learner, answers in cells.items():
                 everyone.setdefault(learner, {}).update(answers)
     found: dict[str, list] = {}
-    by_author: dict[str, Cells] = {}
-    for learner, answers in everyone.items():
-        by_author.setdefault(author(learner), {})[learner] = answers
-    for name, cells in sorted(by_author.items()):
-        for p in similarity.reference_pairs(cells, sources,
-                                            without(boilerplate, frozenset({name}))):
-            found.setdefault(f"{group_of[p.learner.owner]} vs course", []).append(p)
+    # Against the course's code rarity flags nothing (Pair.flagged), so one comparison serves.
+    for p in similarity.reference_pairs(everyone, sources, boilerplate):
+        found.setdefault(f"{group_of[p.learner.owner]} vs course", []).append(p)
     for group, classes, paired in work:
         for cells in classes if paired else ():
-            for a, b in itertools.combinations(sorted(cells), 2):
-                found.setdefault(f"{group}, learner pairs", []).extend(
-                    similarity.learner_pairs({a: cells[a], b: cells[b]}, without(
-                        boilerplate, frozenset({author(a), author(b)}))))
+            # The learners of a class are measured against the corpus without any of them.
+            authors = frozenset(author(learner) for learner in cells)
+            found.setdefault(f"{group}, learner pairs", []).extend(
+                similarity.learner_pairs(cells, without(boilerplate, authors)))
     return found
 
 

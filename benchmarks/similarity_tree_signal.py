@@ -8,14 +8,16 @@ tree signal compares the syntax trees themselves, as structural tools do (Dolos'
 streams, DECKARD's subtrees): each subtree of at least :data:`MIN_NODES` nodes is written as
 its node types (constants and the names the code uses kept, its own names as ``V``), and a
 pair scores the share of the other code's subtrees found in the learner's (a multiset), on the
-subtrees of the whole definition.
+subtrees of the whole definition; as for copydetect's tokens, it flags a share of at least
+0.95 on enough subtrees in common.
 
 Measured on the calibration's set (``benchmarks/similarity_calibration.py``): each exercise's
 reference and solution pasted and disguised in each way alone and combined, against its
 original; every honest answer (the hint, literal, tutorial-style and own-way learners, the
 sample class's own work, every mutant) against the course's units of its exercise. The tree
-signal's threshold is the lowest at which no honest answer is flagged; the pastes it then
-flags are printed beside those copydetect flags (the course's rule, :mod:`autograder.copies`).
+signal's minimum of shared subtrees is the lowest at which no honest answer is flagged; the
+pastes it then flags are printed beside those copydetect flags (the course's rule,
+:mod:`autograder.copies`).
 """
 
 from __future__ import annotations
@@ -67,10 +69,11 @@ def subtrees(code: str) -> Counter[str]:
                    if sum(1 for _ in ast.walk(node)) >= MIN_NODES)
 
 
-def contained(mine: Counter[str], other: Counter[str]) -> float:
-    """The share of ``other``'s subtrees found in ``mine`` (0 when ``other`` has none)."""
-    total = sum(other.values())
-    return sum((mine & other).values()) / total if total else 0.0
+def contained(mine: Counter[str], other: Counter[str]) -> tuple[float, int]:
+    """The share of ``other``'s subtrees found in ``mine`` (0 when ``other`` has none), and
+    how many they share."""
+    total, shared = sum(other.values()), sum((mine & other).values())
+    return (shared / total if total else 0.0), shared
 
 
 def course_units() -> dict[str, list[Counter[str]]]:
@@ -81,8 +84,10 @@ def course_units() -> dict[str, list[Counter[str]]]:
     return found
 
 
-def honest_scores(units: dict[str, list[Counter[str]]]) -> list[tuple[float, str]]:
-    """Each honest answer's highest tree score against its exercise's course units."""
+def honest_scores(units: dict[str, list[Counter[str]]]
+                  ) -> list[tuple[tuple[float, int], str]]:
+    """Each honest answer's highest tree score (share, subtrees shared) against its
+    exercise's course units."""
     work = calibration.honest_work()
     scores = []
     for _, classes, _ in work:
@@ -102,11 +107,17 @@ def main() -> int:
     started = time.perf_counter()
     units = course_units()
     honest = honest_scores(units)
-    threshold = round(honest[0][0] + 0.005, 3) if honest else 0.5
-    print(f"{len(honest)} honest answers (the dictated exercises apart); the closest:")
-    for score, where in honest[:5]:
-        print(f"  {score:.3f}  {where}")
-    print(f"tree signal threshold at 0 honest flagged: {threshold:.3f}")
+    # As for copydetect's tokens: a share of at least THRESHOLD, on enough shared subtrees
+    # that no honest answer is flagged.
+    reached = [(shared, where) for (share, shared), where in honest
+               if share >= copy_pairs.THRESHOLD]
+    minimum = max(reached, default=(0, ""))[0] + 1
+    print(f"{len(honest)} honest answers (the dictated exercises apart); the most subtrees "
+          "shared at the threshold:")
+    for shared, where in sorted(reached, reverse=True)[:5]:
+        print(f"  {shared:4d}  {where}")
+    print(f"tree signal: share >= {copy_pairs.THRESHOLD}, >= {minimum} subtrees shared "
+          "(0 honest flagged)")
     sources = similarity.course_sources(Course.of(ROOT))
     boilerplate = calibration.all_stubs()
     print("\npastes flagged (the solutions of dictated exercises apart): tree signal, "
@@ -115,8 +126,10 @@ def main() -> int:
         pasted = {f"{exercise} {origin}": (exercise, calibration.disguised(code, way), code)
                   for exercise, origin, code in calibration.originals()
                   if not (origin == "solution" and exercise in copy_pairs.DICTATED)}
-        tree = sum(contained(subtrees(paste), subtrees(original)) >= threshold
-                   for _, paste, original in pasted.values())
+        scores = [contained(subtrees(paste), subtrees(original))
+                  for _, paste, original in pasted.values()]
+        tree = sum(share >= copy_pairs.THRESHOLD and shared >= minimum
+                   for share, shared in scores)
         cells = {name: {calibration.cell_of(exercise): paste}
                  for name, (exercise, paste, _) in pasted.items()}
         tokens = len({p.learner.owner for p in similarity.reference_pairs(

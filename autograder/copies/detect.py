@@ -353,10 +353,12 @@ HOW = ("once names, comments, docstrings, asserts, layout, equivalent spellings 
 def rarity(pair: Pair) -> str:
     """How rare the match of ``pair`` is, in words."""
     found, compared = pair.elsewhere
+    rare = (f"{pair.rare} of the tokens in common lie in runs that no honest answer of the "
+            "course's corpus holds; ")
     if not compared:
-        return "no other learner of the cell to compare with"
-    return (f"{found} of the {compared} other learner(s) of the cell hold most of the shared "
-            "code too")
+        return rare + "no other learner of the cell to compare with"
+    return (f"{rare}{found} of the {compared} other learner(s) of the cell hold most of the "
+            "shared code too")
 
 
 def _copied_reason(pair: Pair, report: str, policy: str, threshold: float) -> str:

@@ -24,8 +24,12 @@ MIN_TOKENS = 70
 # implementations and in the public tutorials that many learners know, while a trimmed copy
 # of a long definition is still long.
 MIN_CONTAINED_TOKENS = 90
-# Shared tokens that no honest answer holds (autograder/copies/common.py) from which a match
-# flags however short the code: what a copy keeps that honest work lacks.
+# Shared tokens that no honest answer holds (autograder/copies/common.py) from which two
+# learners' match flags however short the code: what a copy keeps that honest work lacks.
+# Against the course's code rarity is no evidence below MIN_TOKENS: honest learners who follow
+# the text write the course's short answers, and the calibration's honest answers that the
+# corpus lacks (each measured without its own author) hold up to 47 rare tokens of it, as
+# many as the pastes beyond honest work.
 MIN_RARE_TOKENS = 20
 # Course files that follow the structure of public tutorials (autograder/tutorial_style).
 PUBLIC_STRUCTURE = "autograder/tutorial_style/"
@@ -114,14 +118,15 @@ class Pair:
     def flagged(self, threshold: float) -> bool:
         """Whether the other code is found in the learner's (at least :data:`MIN_TOKENS`
         shared; :data:`MIN_CONTAINED_TOKENS` for the tutorial-style code), or the learner's
-        code in the course's (at least :data:`MIN_CONTAINED_TOKENS`); or the other code
-        found in the learner's however short, with at least :data:`MIN_RARE_TOKENS` shared
-        tokens that no honest answer holds."""
+        code in the course's (at least :data:`MIN_CONTAINED_TOKENS`); or, between two
+        learners, each one's code found in the other's however short, with at least
+        :data:`MIN_RARE_TOKENS` shared tokens that no honest answer holds."""
         public = self.other.owner.startswith(PUBLIC_STRUCTURE)
         found = self.found_in_learner >= threshold
         return (found and self.tokens >= (MIN_CONTAINED_TOKENS if public else MIN_TOKENS)) or (
             self.other.course and self.similarity >= threshold
-            and self.tokens >= MIN_CONTAINED_TOKENS) or (found and self.rare >= MIN_RARE_TOKENS)
+            and self.tokens >= MIN_CONTAINED_TOKENS) or (
+            found and not self.other.course and self.rare >= MIN_RARE_TOKENS)
 
 
 @dataclass
