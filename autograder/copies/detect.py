@@ -23,11 +23,14 @@ the learner's code found in the other (how much of the cell comes from it, so th
 trimmed of the source's checks still counts). A cell is flagged when a pair scores at least
 :data:`THRESHOLD` and the shared code is at least :data:`MIN_TOKENS` tokens long:
 ``copied_reference`` names the course file, the definition, both shares and the tokens in
-common; ``similar_submissions`` names the other learner likewise. Short exercises whose every
-correct answer is one line never reach :data:`MIN_TOKENS`. The flags
-are for the instructor (the CSV, the tables, the class report of
-:mod:`autograder.copies.report`); they never change a score and never appear in
-a learner's feedback. ``benchmarks/similarity_calibration.py`` chose the figures.
+common; ``similar_submissions`` names the other learner likewise. Between two learners,
+shorter shared code flags when at least :data:`~autograder.copies.pairs.MIN_RARE_TOKENS` of
+its tokens are rare: in runs that no answer of the course's honest corpus holds
+(:mod:`autograder.copies.common`). Short exercises whose every correct answer is one line
+never flag. The flags are for the instructor (the CSV, the tables, the class report of
+:mod:`autograder.copies.report`) and never appear in a learner's feedback; what they do to a
+score is the course's policy for copies (:mod:`autograder.copies.policy`: by default nothing).
+``benchmarks/similarity_calibration.py`` chose the figures.
 """
 
 from __future__ import annotations
