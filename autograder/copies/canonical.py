@@ -163,7 +163,8 @@ def _blocks(node: ast.AST):
                 yield child, field
 
 
-def _definitions(tree: ast.AST) -> list[ast.FunctionDef | ast.ClassDef]:
+def definition_nodes(tree: ast.AST) -> list[ast.FunctionDef | ast.ClassDef]:
+    """Every function and class ``tree`` defines, nested ones included."""
     return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef)]
 
 
@@ -215,10 +216,10 @@ def inline_helpers(tree: ast.Module, *, private_only: bool, methods_only: bool
     named ``_*`` when ``private_only``; only methods called on ``self`` when
     ``methods_only``) inlined where its result is assigned or returned, in the other
     functions, and each private helper no longer called removed."""
-    helpers = {n.name: n for n in _definitions(tree) if isinstance(n, ast.FunctionDef)
+    helpers = {n.name: n for n in definition_nodes(tree) if isinstance(n, ast.FunctionDef)
                and (n.name.startswith("_") or not private_only) and _returns_last(n)}
     inlined = set()
-    for node in _definitions(tree):
+    for node in definition_nodes(tree):
         if isinstance(node, ast.FunctionDef) and node.name not in helpers:
             inlined |= {found[0].name for statement in node.body
                         if (found := _helper_called(statement, helpers, methods_only))}
@@ -226,7 +227,7 @@ def inline_helpers(tree: ast.Module, *, private_only: bool, methods_only: bool
                          for s in _inlined(statement, helpers, methods_only)]
     called = {getattr(n.func, "attr", getattr(n.func, "id", "")) for n in ast.walk(tree)
               if isinstance(n, ast.Call)}
-    for node in [tree, *_definitions(tree)]:
+    for node in [tree, *definition_nodes(tree)]:
         node.body = [s for s in node.body if getattr(s, "name", None) not in inlined
                      or s.name in called or not s.name.startswith("_")]
     return ast.fix_missing_locations(tree)

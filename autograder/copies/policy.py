@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable
+from pathlib import Path
 
 from autograder.copies.pairs import Pair
 from autograder.course import Course
@@ -33,7 +34,7 @@ DEFAULT_POLICY = "flag"
 VERBATIM = 0.99
 
 
-def _policy_file(course: Course):
+def _policy_file(course: Course) -> Path:
     return course.folder / "copies.json"
 
 
@@ -80,7 +81,7 @@ def zeroed_cells(pairs: Iterable[Pair], policy: str, threshold: float) -> dict[s
     return dict(found)
 
 
-def _record_file(course: Course):
+def _record_file(course: Course) -> Path:
     return course.folder / "similarity" / "zeroed.json"
 
 
