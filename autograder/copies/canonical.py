@@ -214,17 +214,18 @@ def inline_helpers(tree: ast.Module, *, private_only: bool, methods_only: bool
                    ) -> ast.Module:
     """``tree`` (changed in place) with each helper that returns at its end (only those
     named ``_*`` when ``private_only``; only methods called on ``self`` when
-    ``methods_only``) inlined where its result is assigned or returned, in the other
-    functions, and each private helper no longer called removed."""
+    ``methods_only``) inlined where its result is assigned or returned, in every other
+    function, and each private helper no longer called removed."""
     helpers = {n.name: n for n in definition_nodes(tree) if isinstance(n, ast.FunctionDef)
                and (n.name.startswith("_") or not private_only) and _returns_last(n)}
     inlined = set()
     for node in definition_nodes(tree):
-        if isinstance(node, ast.FunctionDef) and node.name not in helpers:
+        if isinstance(node, ast.FunctionDef):
+            others = {name: helper for name, helper in helpers.items() if helper is not node}
             inlined |= {found[0].name for statement in node.body
-                        if (found := _helper_called(statement, helpers, methods_only))}
+                        if (found := _helper_called(statement, others, methods_only))}
             node.body = [s for statement in node.body
-                         for s in _inlined(statement, helpers, methods_only)]
+                         for s in _inlined(statement, others, methods_only)]
     called = {getattr(n.func, "attr", getattr(n.func, "id", "")) for n in ast.walk(tree)
               if isinstance(n, ast.Call)}
     for node in [tree, *definition_nodes(tree)]:
