@@ -44,7 +44,7 @@ COPIED_REFERENCE, SIMILAR_SUBMISSIONS = "copied_reference", "similar_submissions
 # course's own answer is among what every learner is given (base code that never counts):
 # what is left to share is what a copy keeps beyond it and honest work lacks.
 # benchmarks/similarity_calibration.py finds them; a test fails when this list is out of date.
-DICTATED = frozenset({"ch02.scaled_dot_product_attention", "ch07.encoder_layer",
+DICTATED = frozenset({"ch02.scaled_dot_product_attention",
                       "ch07.multi_head_attention", "ch08.decoder_layer", "ch10.bpe_encode",
                       "ch10.learn_bpe", "ch11.sample",
                       "ch12.cached_rope_attention", "ch12.swiglu"})
