@@ -32,6 +32,7 @@ characters) scores the same copies.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import inspect
 import io
@@ -45,11 +46,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autograder.copies import detect as similarity  # noqa: E402
 from autograder.copies import pairs as copy_pairs  # noqa: E402
+from autograder.copies.common import common_hashes, common_words, write_common  # noqa: E402
+from autograder.copies.fingerprints import hashes_of  # noqa: E402
+from autograder.copies.normalise import normalise  # noqa: E402
 from autograder.course import ROOT, Course  # noqa: E402
 from autograder.exercises.registry import all_exercises  # noqa: E402
 from autograder.notebook import cell_source, grade_id, solution_cells  # noqa: E402
 from tests.fixtures.copies import DISGUISES, FORMS, disguise  # noqa: E402
-from tests.fixtures.honest_styles import HONEST, honest_source  # noqa: E402
+from tests.fixtures.honest_styles import HONEST, honest_corpus, honest_source  # noqa: E402
 from tests.fixtures.mutants import all_mutants  # noqa: E402
 from tests.fixtures.sample_class import HONEST_KINDS, build_class, mutant_source  # noqa: E402
 
@@ -146,12 +150,50 @@ def exercise_of(cell: str) -> str:
 
 def all_stubs(dictated=copy_pairs.DICTATED) -> dict[str, similarity.Boilerplate]:
     """grade id -> the base code of that cell, for every chapter; the course's answer of
-    ``dictated`` among it."""
+    ``dictated`` among it; what honest answers write alike is the whole corpus of
+    :func:`honest_corpus` (:func:`without` leaves authors out)."""
     course = Course.of(ROOT)
     found: dict[str, similarity.Boilerplate] = {}
     for chapter in sorted(p.name for p in (ROOT / "notebooks").glob("ch*")):
-        found |= similarity.stub_hashes(course, chapter, dictated)
-    return found
+        found |= similarity.stub_hashes(course, chapter, dictated, common={})
+    return without(found, frozenset())
+
+
+def author(learner: str) -> str:
+    """Who wrote an answer of the calibration: the first word of its learner's name (a
+    corpus author's name, ``hint-a``, ``ada``; ``mutant`` or ``copy`` for the others)."""
+    return learner.split()[0]
+
+
+_CORPUS: list[tuple[str, str, str]] = []
+
+
+def corpus_words() -> list[tuple[str, str, str]]:
+    """``(author, grade id, words)`` of each normalised unit of the honest corpus."""
+    if not _CORPUS:
+        for name, cell, code in honest_corpus():
+            _CORPUS.extend((name, cell, words) for words in
+                           common_words([(cell, code)]).get(cell, []))
+    return _CORPUS
+
+
+def shipped_corpus() -> dict[str, list[str]]:
+    """What ``autograder/copies/common_code.json`` holds: the whole honest corpus."""
+    return common_words((cell, code) for _, cell, code in honest_corpus())
+
+
+_WITHOUT: dict[frozenset[str], frozenset[int]] = {}
+
+
+def without(boilerplate: dict[str, similarity.Boilerplate], authors: frozenset[str]
+            ) -> dict[str, similarity.Boilerplate]:
+    """``boilerplate`` whose common code is the honest corpus but the answers of ``authors``
+    (an honest answer is measured against what the others write alike, never its own)."""
+    if authors not in _WITHOUT:
+        _WITHOUT[authors] = common_hashes((text for name, _, text in corpus_words()
+                                           if name not in authors), copy_pairs.NOISE_TOKENS)
+    return {cell: dataclasses.replace(given, common=_WITHOUT[authors])
+            for cell, given in boilerplate.items()}
 
 
 def by_chapter(cells: Cells) -> dict[str, Cells]:
@@ -183,12 +225,15 @@ def compared(work, sources, boilerplate) -> dict[str, list]:
             for learner, answers in cells.items():
                 everyone.setdefault(learner, {}).update(answers)
     found: dict[str, list] = {}
+    # Against the course's code rarity flags nothing (Pair.flagged), so one comparison serves.
     for p in similarity.reference_pairs(everyone, sources, boilerplate):
         found.setdefault(f"{group_of[p.learner.owner]} vs course", []).append(p)
     for group, classes, paired in work:
         for cells in classes if paired else ():
+            # The learners of a class are measured against the corpus without any of them.
+            authors = frozenset(author(learner) for learner in cells)
             found.setdefault(f"{group}, learner pairs", []).extend(
-                similarity.learner_pairs(cells, boilerplate))
+                similarity.learner_pairs(cells, without(boilerplate, authors)))
     return found
 
 
@@ -322,13 +367,41 @@ def rate(hit: int, total: int) -> str:
     return f"{hit}/{total} ({hit / total:.0%})" if total else "none"
 
 
+def honest_alike(boilerplate) -> set[str]:
+    """The pastes (``exercise origin``) that honest answers write: every fingerprint of their
+    normalised code beyond the base code is in the honest corpus (no evidence can tell them
+    from honest work)."""
+    found = set()
+    for exercise, origin, code in originals():
+        given = boilerplate[cell_of(exercise)]
+        if hashes_of(normalise(code)[:1], copy_pairs.NOISE_TOKENS) - given.hashes <= (
+                given.common):
+            found.add(f"{exercise} {origin}")
+    return found
+
+
+def _groups(learner: str, cell: str, evidence: set[str], alike: set[str]) -> list[str]:
+    """The groups a paste counts in: its library (or dictated solution), and among those
+    flagged verbatim and those beyond honest work."""
+    exercise, origin = learner.split()
+    key = ("dictated solution" if origin == "solution" and exercise in copy_pairs.DICTATED
+           else library(cell))
+    return [key] + [f"{key} {kind}" for kind, inside in (
+        ("flagged verbatim", learner in evidence), ("beyond honest work", learner not in alike))
+        if inside and key != "dictated solution"]
+
+
 def disguise_rates(sources, boilerplate) -> None:
     """Per way of disguise: pastes of the course's code flagged, by library (the solution
-    cells of the dictated exercises apart: an honest literal follower writes them), and of
-    the pastes whose verbatim form is flagged (the copies long and rare enough to be evidence),
-    how many are still flagged once disguised."""
-    print("\npastes flagged, each way of disguise alone and combined (NumPy, PyTorch; the "
-          "solution cells of dictated exercises apart; then of the pastes flagged verbatim):")
+    cells of the dictated exercises apart: an honest literal follower writes them); of the
+    pastes whose verbatim form is flagged (the copies long and rare enough to be evidence),
+    how many are still flagged once disguised; and of the pastes beyond honest work (not
+    :func:`honest_alike`)."""
+    alike = honest_alike(boilerplate)
+    print(f"\npastes flagged, each way of disguise alone and combined (NumPy, PyTorch; the "
+          f"solution cells of dictated exercises apart; of the pastes flagged verbatim; of "
+          f"the pastes beyond honest work; {len(alike)} pastes are what honest answers write: "
+          f"{sorted(alike)}):")
     evidence: set[str] = set()
     for way in WAYS:
         cells = {f"{exercise} {origin}": {cell_of(exercise): disguised(code, way)}
@@ -338,14 +411,14 @@ def disguise_rates(sources, boilerplate) -> None:
         evidence = evidence or hit
         counts: dict[str, list[int]] = {}
         for learner, answers in cells.items():
-            exercise, origin = learner.split()
-            key = ("dictated solution" if origin == "solution" and exercise in
-                   copy_pairs.DICTATED else library(next(iter(answers))))
-            for group in (key, f"{key} flagged verbatim") if learner in evidence else (key,):
+            for group in _groups(learner, next(iter(answers)), evidence, alike):
                 counts.setdefault(group, [0, 0])[0] += learner in hit
                 counts[group][1] += 1
         print(f"  {way:22} " + "   ".join(f"{key} {rate(*counts[key])}"
                                            for key in sorted(counts)))
+        if way == "all combined":
+            print("    not flagged all combined, beyond honest work: " + ", ".join(
+                sorted(learner for learner in cells if learner not in hit | alike)))
 
 
 def collusion_rates(boilerplate) -> None:
@@ -361,8 +434,13 @@ def collusion_rates(boilerplate) -> None:
             code = honest_source(entry)
             cells[f"a{number}"] = {cell_of(entry.exercise): code}
             cells[f"b{number}"] = {cell_of(entry.exercise): disguised(code, way)}
-        found = {(p.learner.owner, p.other.owner) for p in similarity.learner_pairs(
-            cells, boilerplate) if p.flagged(copy_pairs.THRESHOLD)}
+        found = {(p.learner.owner, p.other.owner)
+                 for name in {entry.learner for entry in entries}
+                 for p in similarity.learner_pairs(
+                     {key: answers for key, answers in cells.items()
+                      if entries[int(key[1:])].learner == name},
+                     without(boilerplate, frozenset({name})))
+                 if p.flagged(copy_pairs.THRESHOLD)}
         hit = {n for n in range(len(entries)) if (f"a{n}", f"b{n}") in found}
         evidence = evidence or hit
         counts: dict[str, list[int]] = {}
@@ -384,6 +462,11 @@ def honest_rates(sources, boilerplate, work) -> None:
         for p in hit:
             print(f"    {p.similarity:.2f} {p.tokens:4d} tokens  {p.learner.label}  ~ "
                   f"{p.other.label}")
+        found = [p for p in pairs if p.found_in_learner >= copy_pairs.THRESHOLD]
+        rarest = max(found, key=lambda p: p.rare, default=None)
+        if rarest is not None:
+            print(f"    most rare tokens at the threshold: {rarest.rare} "
+                  f"({rarest.learner.label} ~ {rarest.other.label})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -392,9 +475,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="also count flags for other noise, size and threshold figures")
     parser.add_argument("--rates", action="store_true",
                         help="only the rates of disguised copies, collusions and honest work")
+    parser.add_argument("--write-common", action="store_true",
+                        help="only write autograder/copies/common_code.json from the honest "
+                             "corpus")
     parser.add_argument("--time-class", type=int, metavar="N",
                         help="only time the check of a chapter 2 class of N learners")
     args = parser.parse_args(argv)
+    if args.write_common:
+        write_common(shipped_corpus())
+        return 0
     if args.time_class:
         time_class(args.time_class)
         return 0

@@ -316,12 +316,18 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     r"^python -m autograder analysis ch02(\\\|all)?( \[--names\])?$": (
         "tests/demo/test_sample_class.py::test_item_analysis_counts_each_mutants_hint",
         "tests/pipeline/test_analysis.py::test_hidden_only_failures_are_told_from_visible_ones"),
-    r"^python -m autograder similarity ch02 \[--threshold 0\.95\]$": (
+    r"^python -m autograder similarity ch02 \[--threshold 0\.95\]( \[--policy flag\])?$": (
         "tests/pipeline/test_similarity.py::"
         "test_the_command_prints_the_flagged_pairs_and_rejects_a_bad_threshold",
         "tests/pipeline/test_similarity.py::"
         "test_copies_of_the_courses_code_are_flagged_however_disguised",
     ),
+    r"^python -m autograder similarity all --policy zero-verbatim$": (
+        "tests/pipeline/test_similarity.py::"
+        "test_the_policy_is_a_setting_of_the_course_and_a_zero_is_a_manual_score",),
+    r"^python benchmarks/similarity_calibration\.py --write-common$": (
+        "tests/pipeline/test_similarity.py::"
+        "test_the_corpus_of_honest_answers_that_ships_is_the_calibrations",),
     r"^python -m autograder audit ch02 \[--student alice\]$": (
         "tests/pipeline/test_audit.py::test_command_line_on_collected_submissions",
         "tests/pipeline/test_audit.py::test_command_line_on_files",

@@ -10,8 +10,12 @@
     python -m autograder export [--format csv|canvas|moodle] [--output FILE]
     python -m autograder lti-passback CHAPTER [--lineitem URL]  grades into the LMS (LTI 1.3)
     python -m autograder audit [CHAPTER|all] [--student ID]
+<<<<<<< HEAD
     python -m autograder similarity CHAPTER|all [--threshold T]  copies of the course's code
     python -m autograder analysis CHAPTER|all [--names]        what the class got wrong
+=======
+    python -m autograder similarity CHAPTER|all [--threshold T] [--policy P]  copies
+>>>>>>> copies
     python -m autograder selfcheck NOTEBOOK ...               a learner's own notebook
     python -m autograder hub add|password|remove|list [NAME ...]  the class server's roster
     python -m autograder hub secret [--rotate]                   the class's grading secret

@@ -6,4 +6,6 @@
     normalise     code units reduced to what a disguise cannot change
     canonical     one spelling for each operation, in the syntax tree normalise reads
     pairs         the units compared, the pairs found and the figures that flag them
+    common        what honest learners write alike: the corpus that ships, no evidence
+    policy        what a flag does to a score, the same in every chapter
 """

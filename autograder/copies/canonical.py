@@ -13,6 +13,10 @@ learners also pick between these spellings, so none of them says anything about 
   reads ``x.reshape(...)`` and ``x.contiguous()`` reads ``x``;
 * a list built by a loop that only appends (``out = []`` then ``for t in it: out.append(e)``)
   reads as the comprehension ``out = [e for t in it]``;
+* a method of the code's own that returns once, at its end, is inlined where its result is
+  assigned or returned (``q = self._split_heads(x)`` reads as the method's body, its parameters
+  assigned first), and a private one no longer called is dropped, so that a copy whose
+  helpers were inlined by hand reads like its source;
 * in a function, an assignment to a name that the function never reads (an unused counter, a
   leftover) is dropped.
 """
@@ -20,6 +24,7 @@ learners also pick between these spellings, so none of them says anything about 
 from __future__ import annotations
 
 import ast
+import copy
 
 _SWAPS = ("transpose", "swapaxes", "swapdims")
 _BODIES = ("body", "orelse", "finalbody")
@@ -158,9 +163,82 @@ def _blocks(node: ast.AST):
                 yield child, field
 
 
+def definition_nodes(tree: ast.AST) -> list[ast.FunctionDef | ast.ClassDef]:
+    """Every function and class ``tree`` defines, nested ones included."""
+    return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef)]
+
+
+def _returns_last(helper: ast.FunctionDef) -> bool:
+    """Whether ``helper`` returns once, at its end (so its body can stand in a caller's)."""
+    returns = [n for n in ast.walk(helper) if isinstance(n, ast.Return)]
+    return bool(helper.body) and returns == [helper.body[-1]] and returns[0].value is not None
+
+
+def _helper_called(statement: ast.stmt, helpers: dict[str, ast.FunctionDef], methods_only: bool
+                   ) -> tuple[ast.FunctionDef, ast.Call] | None:
+    """The helper that ``target = helper(...)`` or ``return helper(...)`` calls (a method
+    called on ``self``, or unless ``methods_only`` a function), with all its arguments given
+    by position."""
+    call = getattr(statement, "value", None)
+    if not isinstance(statement, ast.Assign | ast.Return) or not isinstance(call, ast.Call):
+        return None
+    func = call.func
+    method = isinstance(func, ast.Attribute) and getattr(func.value, "id", "") == "self"
+    name = func.attr if method else "" if methods_only else getattr(func, "id", "")
+    helper = helpers.get(name)
+    parameters = [a.arg for a in helper.args.args if a.arg != "self"] if helper else []
+    if helper is None or call.keywords or len(parameters) != len(call.args):
+        return None
+    return helper, call
+
+
+def _inlined(statement: ast.stmt, helpers: dict[str, ast.FunctionDef], methods_only: bool
+             ) -> list[ast.stmt]:
+    """``target = helper(args)`` as the helper's body with its parameters assigned first."""
+    found = _helper_called(statement, helpers, methods_only)
+    if found is None:
+        return [statement]
+    helper, call = found
+    parameters = [a.arg for a in helper.args.args if a.arg != "self"]
+    body = [s for s in copy.deepcopy(helper.body) if not (
+        isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    result = body.pop().value
+    given = [ast.Assign([ast.Name(p, ast.Store())], a) for p, a in zip(parameters, call.args,
+                                                                        strict=True)]
+    last = (ast.Return(result) if isinstance(statement, ast.Return)
+            else ast.Assign(statement.targets, result))
+    return given + body + [last]
+
+
+def inline_helpers(tree: ast.Module, *, private_only: bool, methods_only: bool
+                   ) -> ast.Module:
+    """``tree`` (changed in place) with each helper that returns at its end (only those
+    named ``_*`` when ``private_only``; only methods called on ``self`` when
+    ``methods_only``) inlined where its result is assigned or returned, in every other
+    function, and each private helper no longer called removed."""
+    helpers = {n.name: n for n in definition_nodes(tree) if isinstance(n, ast.FunctionDef)
+               and (n.name.startswith("_") or not private_only) and _returns_last(n)}
+    inlined = set()
+    for node in definition_nodes(tree):
+        if isinstance(node, ast.FunctionDef):
+            others = {name: helper for name, helper in helpers.items() if helper is not node}
+            inlined |= {found[0].name for statement in node.body
+                        if (found := _helper_called(statement, others, methods_only))}
+            node.body = [s for statement in node.body
+                         for s in _inlined(statement, others, methods_only)]
+    called = {getattr(n.func, "attr", getattr(n.func, "id", "")) for n in ast.walk(tree)
+              if isinstance(n, ast.Call)}
+    for node in [tree, *definition_nodes(tree)]:
+        node.body = [s for s in node.body if getattr(s, "name", None) not in inlined
+                     or s.name in called or not s.name.startswith("_")]
+    return ast.fix_missing_locations(tree)
+
+
 def canonical(tree: ast.Module) -> ast.Module:
     """``tree`` (changed in place) in the spellings of the module's docstring."""
-    tree = _Spelling().visit(tree)
+    # A reference pasted alone lacks its module's functions: only methods are inlined, a
+    # class being pasted whole.
+    tree = _Spelling().visit(inline_helpers(tree, private_only=False, methods_only=True))
     for owner, field in list(_blocks(tree)):
         setattr(owner, field, _joined(getattr(owner, field)))
     for function in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef

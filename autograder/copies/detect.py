@@ -23,11 +23,14 @@ the learner's code found in the other (how much of the cell comes from it, so th
 trimmed of the source's checks still counts). A cell is flagged when a pair scores at least
 :data:`THRESHOLD` and the shared code is at least :data:`MIN_TOKENS` tokens long:
 ``copied_reference`` names the course file, the definition, both shares and the tokens in
-common; ``similar_submissions`` names the other learner likewise. Short exercises whose every
-correct answer is one line never reach :data:`MIN_TOKENS`. The flags
-are for the instructor (the CSV, the tables, the class report of
-:mod:`autograder.copies.report`); they never change a score and never appear in
-a learner's feedback. ``benchmarks/similarity_calibration.py`` chose the figures.
+common; ``similar_submissions`` names the other learner likewise. Between two learners,
+shorter shared code flags when at least :data:`~autograder.copies.pairs.MIN_RARE_TOKENS` of
+its tokens are rare: in runs that no answer of the course's honest corpus holds
+(:mod:`autograder.copies.common`). Short exercises whose every correct answer is one line
+never flag. The flags are for the instructor (the CSV, the tables, the class report of
+:mod:`autograder.copies.report`) and never appear in a learner's feedback; what they do to a
+score is the course's policy for copies (:mod:`autograder.copies.policy`: by default nothing).
+``benchmarks/similarity_calibration.py`` chose the figures.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.copies.fingerprints import Fingerprint, fingerprint, hashes_of, match
+from autograder.copies.common import common_hashes, shipped_common
+from autograder.copies.fingerprints import Fingerprint, covered, fingerprint, hashes_of, match
 from autograder.copies.normalise import Unit, normalise
 from autograder.copies.pairs import (
     COPIED_REFERENCE,
@@ -52,6 +56,14 @@ from autograder.copies.pairs import (
     ChapterCheck,
     Code,
     Pair,
+)
+from autograder.copies.policy import (
+    DEFAULT_POLICY,
+    apply_policy,
+    copy_policy,
+    policy_sentence,
+    zeroed_cells,
+    zeroes,
 )
 from autograder.copies.report import write_report
 from autograder.course import ROOT, Course
@@ -139,9 +151,12 @@ def _read_sources(files: list[tuple[Path, str]]) -> list[Code]:
 @dataclass(frozen=True)
 class Boilerplate:
     """What every learner of one cell is given, which never counts: the hashes of the stub, of
-    the code the release shows, and for a :data:`DICTATED` exercise of the course's answer."""
+    the code the release shows, and for a :data:`DICTATED` exercise of the course's answer;
+    and ``common``, what honest learners write alike (:mod:`autograder.copies.common`), which
+    counts in a pair's similarity but not in its rare tokens."""
 
     hashes: frozenset[int]
+    common: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -175,15 +190,19 @@ def _candidates(item: Printed, index: dict[int, list[int]]) -> list[int]:
     return sorted({p for value in item.print.hashes for p in index.get(value, ())})
 
 
-def _pair(cell: str, mine: Printed, other: Printed) -> Pair | None:
+def _pair(cell: str, mine: Printed, other: Printed, common: frozenset[int]) -> Pair | None:
     """The score of ``mine`` (a learner's unit) against ``other``: containment in both
     directions, the larger share (how much of the other code is in mine, or how much of mine
-    comes from the other code, so that a trimmed copy counts too), on the shared tokens."""
+    comes from the other code, so that a trimmed copy counts too), on the shared tokens; and
+    how many of mine lie in shared runs that no honest answer holds (``common``)."""
     overlap = match(mine.print, other.print)
     if overlap is None:
         return None
+    shared = frozenset(mine.print.hashes & other.print.hashes)
     return Pair(cell, mine.code, other.code, round(max(overlap.shares), 4),
-                min(overlap.tokens), overlap, frozenset(mine.print.hashes & other.print.hashes))
+                min(overlap.tokens), overlap, shared,
+                rare=min(covered(mine.print, shared - common),
+                         covered(other.print, shared - common)))
 
 
 def _best(pairs: Iterable[Pair | None], threshold: float) -> Pair | None:
@@ -216,7 +235,7 @@ def reference_pairs(cells: dict[str, dict[str, str]], sources: list[Code],
         index = _index(printed)
         for student in students:
             mine = _learner(student, cell_id, cells[student][cell_id], given)
-            best = _best((_pair(cell_id, unit, printed[p]) for unit in mine
+            best = _best((_pair(cell_id, unit, printed[p], given.common) for unit in mine
                           for p in _candidates(unit, index)), threshold)
             if best is not None:
                 pairs.append(best)
@@ -238,7 +257,7 @@ def learner_pairs(cells: dict[str, dict[str, str]], boilerplate: dict[str, Boile
                 other = printed[position]
                 if item.code.owner < other.code.owner:
                     found[item.code.owner, other.code.owner].append(
-                        _pair(cell_id, item, other))
+                        _pair(cell_id, item, other, given.common))
         pairs += [best for key in sorted(found) if (best := _best(found[key], threshold))]
     return pairs
 
@@ -296,12 +315,15 @@ def _answers(course: Course, chapter: str, cells: set[str]) -> dict[str, str]:
             if (cell_id := grade_id(cell)) in cells}
 
 
-def stub_hashes(course: Course, chapter: str, dictated: Iterable[str] = DICTATED
-                ) -> dict[str, Boilerplate]:
+def stub_hashes(course: Course, chapter: str, dictated: Iterable[str] = DICTATED,
+                common: dict[str, tuple[str, ...]] | None = None) -> dict[str, Boilerplate]:
     """grade id -> the base code of each solution cell: the release's stub of that cell and
     every other code cell of the release (code that every learner is given, such as the
     notebook's demonstrations, is no sign of copying), and for an exercise of ``dictated`` the
-    course's own answer (which honest learners write too).
+    course's own answer (which honest learners write too); with what honest answers write
+    alike (``common``: grade id -> normalised words of honest answers, all cells' counting in
+    each; by default the corpus that ships with the course,
+    :func:`autograder.copies.common.shipped_common`).
 
     Raises:
         FileNotFoundError: the chapter has no release notebook.
@@ -317,7 +339,12 @@ def stub_hashes(course: Course, chapter: str, dictated: Iterable[str] = DICTATED
              and cell_source(cell) not in stubs.values()]
     answers = _answers(course, chapter, {solution_cell(e) for e in dictated} & set(stubs))
     shown_hashes = _hashes(shown)
-    return {cell_id: Boilerplate(shown_hashes | _hashes([stub, answers.get(cell_id, "")]))
+    common = shipped_common() if common is None else common
+    # Honest code is common in every cell: the split-heads lines of a multi-head attention
+    # answer are what an honest split_heads holds too.
+    alike = common_hashes((words for cell in common.values() for words in cell), NOISE_TOKENS)
+    return {cell_id: Boilerplate(shown_hashes | _hashes([stub, answers.get(cell_id, "")]),
+                                 alike)
             for cell_id, stub in stubs.items()}
 
 
@@ -329,13 +356,15 @@ HOW = ("once names, comments, docstrings, asserts, layout, equivalent spellings 
 def rarity(pair: Pair) -> str:
     """How rare the match of ``pair`` is, in words."""
     found, compared = pair.elsewhere
+    rare = (f"{pair.rare} of the tokens in common lie in runs that no honest answer of the "
+            "course's corpus holds; ")
     if not compared:
-        return "no other learner of the cell to compare with"
-    return (f"{found} of the {compared} other learner(s) of the cell hold most of the shared "
-            "code too")
+        return rare + "no other learner of the cell to compare with"
+    return (f"{rare}{found} of the {compared} other learner(s) of the cell hold most of the "
+            "shared code too")
 
 
-def _copied_reason(pair: Pair, report: str) -> str:
+def _copied_reason(pair: Pair, report: str, policy: str, threshold: float) -> str:
     where = f"{pair.other.owner} ({pair.other.place})"
     mine, other = pair.overlap.shares
     text = (f"{pair.cell}: {other:.0%} of the course's own code in {where} is in this answer "
@@ -344,27 +373,29 @@ def _copied_reason(pair: Pair, report: str) -> str:
     if pair.other.owner in TUTORIAL_STYLE_FILES:
         text += (" That file follows the structure of public tutorials, so code taken from "
                  "such a tutorial matches it as well.")
-    return text + " Flags of copy detection never change a score."
+    return f"{text} {policy_sentence(policy, zeroes(pair, policy, threshold))}"
 
 
 # Partners named in one similar_submissions reason; the report lists them all.
 MAX_PARTNERS = 10
 
 
-def _similar_reason(cell: str, found: list[tuple[str, Pair]], report: str) -> str:
+def _similar_reason(cell: str, found: list[tuple[str, Pair]], report: str, policy: str
+                    ) -> str:
     others = ", ".join(f"{other} ({pair.similarity:.0%}: {min(pair.overlap.shares):.0%} "
                        f"and {max(pair.overlap.shares):.0%} of either, {pair.tokens} tokens "
                        f"in common; {rarity(pair)})" for other, pair in found[:MAX_PARTNERS])
     if len(found) > MAX_PARTNERS:
         others += f" and {len(found) - MAX_PARTNERS} other learner(s)"
     return (f"{cell}: this answer and that of {others} are alike {HOW}. Compare them side by "
-            f"side in {report}. Flags of copy detection never change a score.")
+            f"side in {report}. {policy_sentence(policy, False)}")
 
 
-def flags_of(pairs: Iterable[Pair], chapter: str, threshold: float = THRESHOLD
-             ) -> dict[str, list[Flag]]:
+def flags_of(pairs: Iterable[Pair], chapter: str, threshold: float = THRESHOLD,
+             policy: str = DEFAULT_POLICY) -> dict[str, list[Flag]]:
     """student -> their ``copied_reference`` and ``similar_submissions`` flags, by cell: one
-    per cell and kind, a learner's partners most similar first."""
+    per cell and kind, a learner's partners most similar first; each says what the course's
+    ``policy`` for copies did with the score."""
     report = f"similarity/{chapter}.html"
     flags: dict[str, list[Flag]] = defaultdict(list)
     partners: dict[tuple[str, str], list[tuple[str, Pair]]] = defaultdict(list)
@@ -373,14 +404,15 @@ def flags_of(pairs: Iterable[Pair], chapter: str, threshold: float = THRESHOLD
             continue
         if pair.other.course:
             flags[pair.learner.owner].append(
-                Flag(COPIED_REFERENCE, pair.cell, _copied_reason(pair, report)))
+                Flag(COPIED_REFERENCE, pair.cell,
+                     _copied_reason(pair, report, policy, threshold)))
         else:
             partners[pair.learner.owner, pair.cell].append((pair.other.owner, pair))
             partners[pair.other.owner, pair.cell].append((pair.learner.owner, pair))
     for (student, cell), found in partners.items():
         found.sort(key=lambda item: (-item[1].similarity, item[0]))
-        flags[student].append(Flag(SIMILAR_SUBMISSIONS, cell, _similar_reason(cell, found,
-                                                                               report)))
+        flags[student].append(Flag(SIMILAR_SUBMISSIONS, cell,
+                                   _similar_reason(cell, found, report, policy)))
     return {student: sorted(found, key=lambda f: (f.cell or "", f.code))
             for student, found in sorted(flags.items())}
 
@@ -390,7 +422,8 @@ def check_chapter(
 ) -> ChapterCheck:
     """Compare every graded learner of ``course``'s ``chapter`` with the course's code and with
     each other, write their ``similarity`` flags and the class report
-    ``<course>/similarity/<chapter>.html``.
+    ``<course>/similarity/<chapter>.html``, and apply the course's policy for copies
+    (:mod:`autograder.copies.policy`; by default a flag never changes a score).
 
     Idempotent: the same submissions give the same flags and the same report.
 
@@ -407,9 +440,11 @@ def check_chapter(
                         + learner_pairs(cells, boilerplate, threshold), cells, boilerplate)
     pairs.sort(key=lambda p: (-p.similarity, -p.tokens, p.cell, p.learner.owner,
                               p.other.label))
-    flags = flags_of(pairs, chapter, threshold)
+    policy = copy_policy(course)
+    flags = flags_of(pairs, chapter, threshold, policy)
     for student in sorted(cells):
         _store(course, student, chapter, flags.get(student, []))
+    apply_policy(course, chapter, zeroed_cells(pairs, policy, threshold))
     check = ChapterCheck(chapter, threshold, sorted(cells), pairs, flags, unreadable)
     check.report = write_report(check, course.folder / "similarity" / f"{chapter}.html")
     return check

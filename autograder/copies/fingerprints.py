@@ -14,6 +14,7 @@ per-process string hashing, so the same code gives the same figures in every run
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,8 +66,14 @@ def fingerprint(unit: Unit, k: int, boilerplate: set[int] = frozenset()) -> Fing
     """
     _, index = get_document_fingerprints(unit.words, k, 1)
     kept = {h: idx for h, idx in index.items() if h not in boilerplate}
-    coverage = int(get_token_coverage(kept, k, len(unit.words))) if kept else 0
-    return Fingerprint(unit, k, set(kept), kept, coverage)
+    printed = Fingerprint(unit, k, set(kept), kept, 0)
+    return dataclasses.replace(printed, token_coverage=covered(printed, printed.hashes))
+
+
+def covered(printed: Fingerprint, hashes: set[int] | frozenset[int]) -> int:
+    """How many tokens of ``printed`` the runs of ``hashes`` cover."""
+    kept = {h: printed.hash_idx[h] for h in hashes if h in printed.hash_idx}
+    return int(get_token_coverage(kept, printed.k, len(printed.unit.words))) if kept else 0
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,12 @@ class Unit:
 
 
 class _Strip(ast.NodeTransformer):
-    """Drops docstrings and other bare strings, imports and type annotations."""
+    """Drops docstrings and other bare strings, imports and type annotations, remembering the
+    names that dropped checks bound (``k = require_int(beam_size, ...)``: ``k`` is still the
+    code's own name)."""
+
+    def __init__(self) -> None:
+        self.bound: set[str] = set()
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
         super().generic_visit(node)
@@ -97,6 +102,9 @@ class _Strip(ast.NodeTransformer):
             body = getattr(node, name, None)
             if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
                 kept = [s for s in body if not _is_noise(s)]
+                self.bound |= {n.id for s in body if isinstance(s, ast.Assign) and s not in kept
+                               for t in s.targets for n in ast.walk(t)
+                               if isinstance(n, ast.Name)}
                 setattr(node, name, kept or [ast.Pass()])
         return node
 
@@ -235,11 +243,12 @@ class _Rename(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def _renamed(tree: ast.AST, attributes: set[str]) -> str:
-    """The source of ``tree`` with its bound names and ``attributes`` replaced by placeholders
-    (``tree`` itself is left as it was: the units of one cell share their nodes)."""
+def _renamed(tree: ast.AST, attributes: set[str], bound: set[str]) -> str:
+    """The source of ``tree`` with its bound names, ``bound`` and ``attributes`` replaced by
+    placeholders (``tree`` itself is left as it was: the units of one cell share their
+    nodes)."""
     names, _ = _bound_names(tree)
-    renamer = _Rename(names, attributes)
+    renamer = _Rename(names | bound, attributes)
     renamer.visit(tree)
     try:
         return ast.unparse(tree)
@@ -311,8 +320,9 @@ def tokens(text: str, *, names_are_placeholders: bool = False) -> tuple[Token, .
 # ----------------------------------------------------------------------------- units
 
 
-def _unit(name: str, tree: ast.AST, lines: tuple[int, int], attributes: set[str]) -> Unit:
-    text = _renamed(tree, attributes)
+def _unit(name: str, tree: ast.AST, lines: tuple[int, int], attributes: set[str],
+          bound: set[str]) -> Unit:
+    text = _renamed(tree, attributes, bound)
     return Unit(name, text, tokens(text), lines)
 
 
@@ -355,7 +365,8 @@ def normalise(code: str) -> list[Unit]:
         text = _without_comments(code)
         found = tokens(text, names_are_placeholders=True)
         return [Unit("", text, found, whole)] if found else []
-    tree = canonical(_Strip().visit(tree))
+    strip = _Strip()
+    tree = canonical(strip.visit(tree))
     tree.body = [s for s in tree.body if not isinstance(s, ast.Pass)]
     if not tree.body:
         return []
@@ -363,9 +374,10 @@ def normalise(code: str) -> list[Unit]:
     # The attributes of the whole cell, so that a method alone still calls its class's helpers
     # by placeholders.
     _, attributes = _bound_names(tree)
-    units = [_unit("", tree, whole, attributes)]
+    units = [_unit("", tree, whole, attributes, strip.bound)]
     for name, node in definitions(tree):
-        unit = _unit(name, node, (node.lineno, node.end_lineno or node.lineno), attributes)
+        unit = _unit(name, node, (node.lineno, node.end_lineno or node.lineno), attributes,
+                     strip.bound)
         if unit.text == units[0].text:  # a cell that is one definition is that unit
             units[0] = unit
         else:

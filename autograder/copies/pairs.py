@@ -24,6 +24,13 @@ MIN_TOKENS = 70
 # implementations and in the public tutorials that many learners know, while a trimmed copy
 # of a long definition is still long.
 MIN_CONTAINED_TOKENS = 90
+# Shared tokens that no honest answer holds (autograder/copies/common.py) from which two
+# learners' match flags however short the code: what a copy keeps that honest work lacks.
+# Against the course's code rarity is no evidence below MIN_TOKENS: honest learners who follow
+# the text write the course's short answers, and the calibration's honest answers that the
+# corpus lacks (each measured without its own author) hold up to 47 rare tokens of it, as
+# many as the pastes beyond honest work.
+MIN_RARE_TOKENS = 20
 # Course files that follow the structure of public tutorials (autograder/tutorial_style).
 PUBLIC_STRUCTURE = "autograder/tutorial_style/"
 # The similarity (containment, in either direction) from which a cell is flagged.
@@ -37,7 +44,7 @@ COPIED_REFERENCE, SIMILAR_SUBMISSIONS = "copied_reference", "similar_submissions
 # course's own answer is among what every learner is given (base code that never counts):
 # what is left to share is what a copy keeps beyond it and honest work lacks.
 # benchmarks/similarity_calibration.py finds them; a test fails when this list is out of date.
-DICTATED = frozenset({"ch02.scaled_dot_product_attention", "ch07.encoder_layer",
+DICTATED = frozenset({"ch02.scaled_dot_product_attention",
                       "ch07.multi_head_attention", "ch08.decoder_layer", "ch10.bpe_encode",
                       "ch10.learn_bpe", "ch11.sample",
                       "ch12.cached_rope_attention", "ch12.swiglu"})
@@ -86,6 +93,9 @@ class Pair:
         shared: the fingerprints the two share.
         elsewhere: ``(found, compared)``: how many of the other learners of the cell (beside
             the pair's) hold most of the shared code too, of how many: how rare the match is.
+        rare: how many of the shared tokens (the fewer of either side's) lie in runs that no
+            honest answer of the cell holds (:mod:`autograder.copies.common`): the evidence
+            of a short copy.
     """
 
     cell: str
@@ -96,6 +106,7 @@ class Pair:
     overlap: Overlap
     shared: frozenset[int] = field(default=frozenset(), repr=False)
     elsewhere: tuple[int, int] = (0, 0)
+    rare: int = 0
 
     @property
     def found_in_learner(self) -> float:
@@ -107,12 +118,15 @@ class Pair:
     def flagged(self, threshold: float) -> bool:
         """Whether the other code is found in the learner's (at least :data:`MIN_TOKENS`
         shared; :data:`MIN_CONTAINED_TOKENS` for the tutorial-style code), or the learner's
-        code in the course's (at least :data:`MIN_CONTAINED_TOKENS`)."""
+        code in the course's (at least :data:`MIN_CONTAINED_TOKENS`); or, between two
+        learners, each one's code found in the other's however short, with at least
+        :data:`MIN_RARE_TOKENS` shared tokens that no honest answer holds."""
         public = self.other.owner.startswith(PUBLIC_STRUCTURE)
-        return (self.found_in_learner >= threshold and self.tokens >= (
-            MIN_CONTAINED_TOKENS if public else MIN_TOKENS)) or (
+        found = self.found_in_learner >= threshold
+        return (found and self.tokens >= (MIN_CONTAINED_TOKENS if public else MIN_TOKENS)) or (
             self.other.course and self.similarity >= threshold
-            and self.tokens >= MIN_CONTAINED_TOKENS)
+            and self.tokens >= MIN_CONTAINED_TOKENS) or (
+            found and not self.other.course and self.rare >= MIN_RARE_TOKENS)
 
 
 @dataclass

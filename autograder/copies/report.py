@@ -17,6 +17,7 @@ from pathlib import Path
 
 from autograder.copies.pairs import (
     DICTATED,
+    MIN_RARE_TOKENS,
     MIN_TOKENS,
     NOISE_TOKENS,
     ChapterCheck,
@@ -73,12 +74,15 @@ def _summary(check: ChapterCheck) -> str:
         f"<p>{len(check.students)} learner(s) compared, {flagged} pair(s) flagged. A pair is "
         f"flagged when at least {check.threshold:.0%} of the other code is found in the "
         f"learner's cell, or of the learner's cell in the other code, and the shared code is "
-        f"at least {MIN_TOKENS} tokens long; runs shorter than {NOISE_TOKENS} tokens do not "
-        "count. Code is compared once names, comments, docstrings, asserts, type hints, "
-        "layout, equivalent spellings and the order of definitions are set aside; the stub "
-        "and the code the notebook shows every learner never count. Below the flagged pairs, "
-        f"the {CLOSEST_SHOWN} closest pairs of every cell. Flags "
-        "of copy detection never change a score and are never shown to learners.</p>"]
+        f"at least {MIN_TOKENS} tokens long, or between two learners at least "
+        f"{MIN_RARE_TOKENS} of the shared tokens are rare: in runs that no honest answer of "
+        f"the course's corpus holds; runs shorter than {NOISE_TOKENS} tokens do not count. "
+        "Code is compared once names, comments, docstrings, asserts, type hints, layout, "
+        "equivalent spellings and the order of definitions are set aside; the stub and the "
+        "code the notebook shows every learner never count. Below the flagged pairs, "
+        f"the {CLOSEST_SHOWN} closest pairs of every cell. Flags of copy detection are never "
+        "shown to learners; the course's policy for copies says what they do to a score (by "
+        "default nothing).</p>"]
     dictated = sorted(e for e in DICTATED if e[:4] == check.chapter[:4])
     if dictated:
         lines.append(
@@ -103,8 +107,8 @@ def _row(number: int, pair: Pair, threshold: float) -> str:
     shares = "/".join(f"{share:.0%}" for share in pair.overlap.shares)
     cells = [f'<a href="#pair-{number}">{number}</a>', html.escape(pair.cell),
              html.escape(pair.learner.owner), html.escape(pair.other.label),
-             f"{pair.similarity:.0%} ({shares})", str(pair.tokens), f"{found} of {compared}",
-             mark]
+             f"{pair.similarity:.0%} ({shares})", str(pair.tokens), str(pair.rare),
+             f"{found} of {compared}", mark]
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
 
 
@@ -136,7 +140,7 @@ def render(check: ChapterCheck) -> str:
     shown = _shown(check)
     header = "".join(f"<th>{h}</th>" for h in (
         "#", "cell", "learner", "similar to", "similarity (of the learner's / of the other)",
-        "tokens", "others holding it", ""))
+        "tokens", "of them rare (no honest answer holds them)", "others holding it", ""))
     rows = "\n".join(_row(n, p, check.threshold) for n, p in enumerate(shown, 1))
     seen: set[str] = set()
     sections = "\n".join(_anchors(p, seen) + _side_by_side(n, p, check.threshold)

@@ -1,5 +1,6 @@
 """Copy detection: copies of the course's code and between learners are flagged for the
-instructor, with their source and similarity; honest answers are not; learners never see it."""
+instructor, with their source and similarity; honest answers are not; learners never see it;
+one policy for copies, set in the course's configuration, applies in every chapter."""
 
 from __future__ import annotations
 
@@ -15,9 +16,23 @@ import nbformat
 import pytest
 
 from autograder.cli import main
-from autograder.copies.detect import check_chapter, course_sources
+from autograder.copies.common import shipped_common
+from autograder.copies.detect import check_chapter, course_sources, reference_pairs, stub_hashes
 from autograder.copies.normalise import normalise
-from autograder.copies.pairs import COPIED_REFERENCE, DICTATED, MIN_TOKENS, SIMILAR_SUBMISSIONS
+from autograder.copies.pairs import (
+    COPIED_REFERENCE,
+    DICTATED,
+    MIN_TOKENS,
+    SIMILAR_SUBMISSIONS,
+    THRESHOLD,
+)
+from autograder.copies.policy import (
+    DEFAULT_POLICY,
+    POLICIES,
+    copy_policy,
+    set_copy_policy,
+    zeroed_cells,
+)
 from autograder.course import ROOT, Course
 from autograder.exercises.registry import get_exercise
 from autograder.flags import Flag, read_flags, write_flags
@@ -195,6 +210,67 @@ def test_one_line_answers_never_flag_everyone(tmp_path):
     assert all(not (course_dir / "flags" / name).exists() for name in answers)
 
 
+# Long exercises of both libraries, chapter 6's among them (whose check once scored a passed
+# copy of the course's own encoder block 0 where chapter 7 kept it).
+VERBATIM = ("ch04.multi_head_attention", "ch06.encoder_block", "ch09.label_smoothing_loss")
+
+
+def test_a_verbatim_copy_gets_the_same_outcome_in_every_chapter_under_each_policy():
+    course = Course.of(ROOT)
+    sources = course_sources(course)
+    outcomes: dict[str, set[bool]] = {policy: set() for policy in POLICIES}
+    for exercise in VERBATIM:
+        cell = cell_of(exercise)
+        given = stub_hashes(course, get_exercise(exercise).chapter)
+        pairs = reference_pairs({"eve": {cell: solution(exercise)}}, sources, given)
+        assert [p.learner.owner for p in pairs if p.flagged(0.95)] == ["eve"], exercise
+        for policy in POLICIES:
+            outcomes[policy].add(cell in zeroed_cells(pairs, policy, 0.95).get("eve", ()))
+    assert outcomes == {"flag": {False}, "zero-verbatim": {True}, "zero-copied": {True}}
+
+
+def test_the_policy_is_a_setting_of_the_course_and_a_zero_is_a_manual_score(tmp_path):
+    """The default leaves the gradebook alone; ``zero-verbatim`` gives the copied exercise's
+    test cell a manual score of 0 (the Formgrader's override) and says so in the flag; back to
+    ``flag``, the automatic score returns."""
+    from autograder.grade.gradebook import read_scores, save_grades
+    from autograder.steps.release import generate
+
+    chapter, exercise = "ch04_multi_head_attention", "ch04.multi_head_attention"
+    root, course_dir = tmp_path / "root", tmp_path / "root" / "course"
+    shutil.copytree(ROOT / "solutions" / chapter, root / "solutions" / chapter)
+    course = Course.of(root, course_dir)
+    generate(course, [chapter])
+    nb = copy.deepcopy(nbformat.read(course.release_notebook(chapter), as_version=4))
+    next(c for _, c in solution_cells(nb) if grade_id(c) == cell_of(exercise)).source = (
+        solution(exercise))
+    path = course.notebook("autograded", "eve", chapter)
+    path.parent.mkdir(parents=True)
+    nbformat.write(nb, path)
+    save_grades(course, "eve", chapter, nb, None, flagged=False)
+    (before,) = read_scores(course)
+
+    def checked(policy: str) -> tuple[float, str]:
+        # The command sets the course's policy and checks the chapter under it.
+        where = ["--root", str(root), "--course-dir", str(course_dir)]
+        assert main(["similarity", chapter, "--policy", policy, *where]) == 1
+        assert copy_policy(course) == policy
+        (flag,) = [f for f in read_flags(course, "eve", chapter) if f.code == "copied_reference"]
+        (score,) = read_scores(course)
+        return before.score - score.score, flag.reason
+
+    assert copy_policy(course) == DEFAULT_POLICY == "flag"
+    lost, reason = checked("flag")
+    assert lost == 0 and "never change a score" in reason
+    lost, reason = checked("zero-verbatim")
+    points = get_exercise(exercise).points
+    assert lost == points and "(zero-verbatim) scores this exercise 0" in reason
+    lost, _ = checked("flag")
+    assert lost == 0
+    with pytest.raises(ValueError, match="one of flag, zero-verbatim, zero-copied"):
+        set_copy_policy(course, "zero")
+
+
 # ----------------------------------------------------------------------------- the class
 
 
@@ -234,6 +310,28 @@ def test_the_dictated_exercises_are_those_where_honest_work_reaches_the_threshol
     answer or a changed solution that moves one in or out must update the list."""
     calibration = benchmark_script("similarity_calibration")
     assert calibration.dictated_exercises(course_sources(Course.of(ROOT))) == DICTATED
+
+
+def test_the_corpus_of_honest_answers_that_ships_is_the_calibrations(benchmark_script):
+    """``common_code.json`` is the honest corpus as it is now: a new or changed honest answer
+    must write it again (``similarity_calibration.py --write-common``)."""
+    calibration = benchmark_script("similarity_calibration")
+    assert shipped_common() == {cell: tuple(words)
+                                for cell, words in calibration.shipped_corpus().items()}
+
+
+def test_an_honest_softmax_with_its_own_guard_is_not_flagged_left_out_of_the_corpus(
+        benchmark_script):
+    """The class trial's softmax, measured against what the other honest answers write alike
+    (never against itself): short, canonical and not rare, so no evidence."""
+    calibration = benchmark_script("similarity_calibration")
+    entry = next(h for h in HONEST if (h.exercise, h.learner) == ("ch02.softmax", "own-a"))
+    course = Course.of(ROOT)
+    given = calibration.without(stub_hashes(course, "ch02_attention", common={}),
+                                frozenset({entry.learner}))
+    pairs = reference_pairs({"own-a": {cell_of(entry.exercise): honest_source(entry)}},
+                            course_sources(course), given)
+    assert pairs and not [p for p in pairs if p.flagged(THRESHOLD)]
 
 
 def test_on_a_dictated_exercise_learners_are_alike_only_in_what_the_text_leaves_open(tmp_path):
