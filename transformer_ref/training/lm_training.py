@@ -139,6 +139,18 @@ def _optimizer(model: nn.Module, config: LMTrainConfig) -> torch.optim.Optimizer
                              lr=config.lr, betas=(0.9, 0.98))
 
 
+def _warmup_then_linear(optimizer: torch.optim.Optimizer, config: LMTrainConfig
+                        ) -> torch.optim.lr_scheduler.LambdaLR:
+    """The learning rate rising linearly over ``config.warmup`` steps, then falling linearly
+    to zero at the last step."""
+    def rate(step: int) -> float:
+        if step < config.warmup:
+            return (step + 1) / config.warmup
+        return max(0.0, (config.steps - step) / max(1, config.steps - config.warmup))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+
+
 def train_language_model(
     model: nn.Module,
     train: Sequence[Sequence[int]],
@@ -163,13 +175,7 @@ def train_language_model(
     """
     val_batches = lm_batches(val, config.max_tokens, shuffle=False)
     optimizer = _optimizer(model, config)
-
-    def rate(step: int) -> float:
-        if step < config.warmup:
-            return (step + 1) / config.warmup
-        return max(0.0, (config.steps - step) / max(1, config.steps - config.warmup))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+    scheduler = _warmup_then_linear(optimizer, config)
     reports: list[dict[str, Any]] = []
     losses: list[float] = []
     seconds, tokens, epoch, batches = 0.0, 0, 0, []
