@@ -233,7 +233,7 @@ def compared(work, sources, boilerplate) -> dict[str, list]:
             # The learners of a class are measured against the corpus without any of them.
             authors = frozenset(author(learner) for learner in cells)
             found.setdefault(f"{group}, learner pairs", []).extend(
-                similarity.learner_pairs(cells, without(boilerplate, authors)))
+                similarity.learner_pairs(cells, without(boilerplate, authors), sources))
     return found
 
 
@@ -421,7 +421,7 @@ def disguise_rates(sources, boilerplate) -> None:
                 sorted(learner for learner in cells if learner not in hit | alike)))
 
 
-def collusion_rates(boilerplate) -> None:
+def collusion_rates(boilerplate, sources) -> None:
     """Per way of disguise: pairs of an honest answer and a disguised copy of it flagged (and
     of the pairs flagged undisguised)."""
     print("\ncollusion pairs flagged (an honest answer and a disguised copy of it; then of the "
@@ -439,7 +439,7 @@ def collusion_rates(boilerplate) -> None:
                  for p in similarity.learner_pairs(
                      {key: answers for key, answers in cells.items()
                       if entries[int(key[1:])].learner == name},
-                     without(boilerplate, frozenset({name})))
+                     without(boilerplate, frozenset({name})), sources)
                  if p.flagged(copy_pairs.THRESHOLD)}
         hit = {n for n in range(len(entries)) if (f"a{n}", f"b{n}") in found}
         evidence = evidence or hit
@@ -493,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     work = honest_work()
     boilerplate = all_stubs()
     disguise_rates(sources, boilerplate)
-    collusion_rates(boilerplate)
+    collusion_rates(boilerplate, sources)
     if args.rates:
         honest_rates(sources, boilerplate, work)
         return 0

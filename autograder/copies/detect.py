@@ -243,24 +243,28 @@ def reference_pairs(cells: dict[str, dict[str, str]], sources: list[Code],
 
 
 def learner_pairs(cells: dict[str, dict[str, str]], boilerplate: dict[str, Boilerplate],
-                  threshold: float = THRESHOLD) -> list[Pair]:
+                  sources: list[Code], threshold: float = THRESHOLD) -> list[Pair]:
     """For each cell, the most similar units of every two learners that share code (each
-    pair once, the learner first in alphabetical order as :attr:`Pair.learner`)."""
+    pair once, the learner first in alphabetical order as :attr:`Pair.learner`).
+
+    What both may have taken from the course's own code (``sources``) is set aside from the
+    rare tokens of a pair: the course is their common source, judged by
+    :func:`reference_pairs`, not evidence that one copied the other."""
     pairs = []
     for cell_id, given in sorted(boilerplate.items()):
         printed = [unit for student in sorted(cells) if cell_id in cells[student]
                    for unit in _learner(student, cell_id, cells[student][cell_id], given)]
         index = _index(printed)
+        common = given.common.union(*(unit.print.hashes for unit in _printed(sources, given)))
         found: dict[tuple[str, str], list[Pair | None]] = defaultdict(list)
         for item in printed:
             for position in _candidates(item, index):
                 other = printed[position]
                 if item.code.owner < other.code.owner:
                     found[item.code.owner, other.code.owner].append(
-                        _pair(cell_id, item, other, given.common))
+                        _pair(cell_id, item, other, common))
         pairs += [best for key in sorted(found) if (best := _best(found[key], threshold))]
     return pairs
-
 
 
 def with_rarity(pairs: list[Pair], cells: dict[str, dict[str, str]],
@@ -436,8 +440,10 @@ def check_chapter(
     course = course.resolved()
     boilerplate = stub_hashes(course, chapter)
     cells, unreadable = class_cells(course, chapter)
-    pairs = with_rarity(reference_pairs(cells, course_sources(course), boilerplate, threshold)
-                        + learner_pairs(cells, boilerplate, threshold), cells, boilerplate)
+    sources = course_sources(course)
+    pairs = with_rarity(reference_pairs(cells, sources, boilerplate, threshold)
+                        + learner_pairs(cells, boilerplate, sources, threshold), cells,
+                        boilerplate)
     pairs.sort(key=lambda p: (-p.similarity, -p.tokens, p.cell, p.learner.owner,
                               p.other.label))
     policy = copy_policy(course)

@@ -120,13 +120,17 @@ class Pair:
         shared; :data:`MIN_CONTAINED_TOKENS` for the tutorial-style code), or the learner's
         code in the course's (at least :data:`MIN_CONTAINED_TOKENS`); or, between two
         learners, each one's code found in the other's however short, with at least
-        :data:`MIN_RARE_TOKENS` shared tokens that no honest answer holds."""
+        :data:`MIN_RARE_TOKENS` shared tokens that no honest answer holds and that fewer than
+        half of the cell's other learners hold (what most of a class writes alike, such as the
+        course's own short answer handed in by many, is common, not copied from one place)."""
         public = self.other.owner.startswith(PUBLIC_STRUCTURE)
         found = self.found_in_learner >= threshold
+        holders, others = self.elsewhere
         return (found and self.tokens >= (MIN_CONTAINED_TOKENS if public else MIN_TOKENS)) or (
             self.other.course and self.similarity >= threshold
             and self.tokens >= MIN_CONTAINED_TOKENS) or (
-            found and not self.other.course and self.rare >= MIN_RARE_TOKENS)
+            found and not self.other.course and self.rare >= MIN_RARE_TOKENS
+            and 2 * holders < max(others, 1))
 
 
 @dataclass

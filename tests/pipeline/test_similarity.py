@@ -210,6 +210,30 @@ def test_one_line_answers_never_flag_everyone(tmp_path):
     assert all(not (course_dir / "flags" / name).exists() for name in answers)
 
 
+# A short padding mask of one's own: no honest answer of the corpus writes it this way.
+OWN_PADDING_MASK = """def padding_mask(lengths, max_len):
+    grid = np.tile(np.arange(max_len), (len(lengths), 1))
+    return np.expand_dims(np.less(grid, np.reshape(lengths, (-1, 1))), axis=1)
+"""
+
+
+def test_a_short_answer_most_of_the_class_hands_in_is_common_not_copied(tmp_path):
+    """Two learners alone with the same short answer of their own, rare in the honest corpus,
+    are flagged; the same answer handed in by most of a class is what the class writes, and
+    the course's own short answer is their common source: neither is flagged between them."""
+    answer = {"ch02.padding_mask": OWN_PADDING_MASK}
+    pair = graded_class(tmp_path / "pair", "ch02_attention", {"amy": answer, "bo": answer})
+    check = check_chapter(Course.of(ROOT, pair), "ch02_attention")
+    assert {flag.code for flags in check.flags.values() for flag in flags} == {
+        SIMILAR_SUBMISSIONS}, check.flags
+    crowd = graded_class(tmp_path / "crowd", "ch02_attention",
+                         {name: answer for name in ("amy", "bo", "cy", "di", "ed")})
+    assert check_chapter(Course.of(ROOT, crowd), "ch02_attention").flags == {}
+    course = {"ch02.padding_mask": solution("ch02.padding_mask")}
+    pasted = graded_class(tmp_path / "course", "ch02_attention", {"amy": course, "bo": course})
+    assert check_chapter(Course.of(ROOT, pasted), "ch02_attention").flags == {}
+
+
 # Long exercises of both libraries, chapter 6's among them (whose check once scored a passed
 # copy of the course's own encoder block 0 where chapter 7 kept it).
 VERBATIM = ("ch04.multi_head_attention", "ch06.encoder_block", "ch09.label_smoothing_loss")
