@@ -251,11 +251,14 @@ def learner_pairs(cells: dict[str, dict[str, str]], boilerplate: dict[str, Boile
     rare tokens of a pair: the course is their common source, judged by
     :func:`reference_pairs`, not evidence that one copied the other."""
     pairs = []
+    # Printed once, with no cell's boilerplate: a superset of what any cell prints of it.
+    course_code = frozenset().union(*(unit.print.hashes for unit in _printed(
+        sources, Boilerplate(frozenset()))))
     for cell_id, given in sorted(boilerplate.items()):
         printed = [unit for student in sorted(cells) if cell_id in cells[student]
                    for unit in _learner(student, cell_id, cells[student][cell_id], given)]
         index = _index(printed)
-        common = given.common.union(*(unit.print.hashes for unit in _printed(sources, given)))
+        common = given.common | course_code
         found: dict[tuple[str, str], list[Pair | None]] = defaultdict(list)
         for item in printed:
             for position in _candidates(item, index):
