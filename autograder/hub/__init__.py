@@ -7,6 +7,7 @@
     lti_grades.py           grades back into the LMS (LTI Assignment and Grade Services)
     spawner.py              each learner's JupyterLab, as their own user in a view of their own
     limits.py               what each learner's server may use (memory, CPU weight, processes)
+    settings.py             the class's settings files (JSON in the state folder), read
     jupyterhub_config.py    JupyterHub's configuration (`jupyterhub -f` reads it)
     package.json            the pinned configurable-http-proxy, installed with npm
 

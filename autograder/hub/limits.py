@@ -28,10 +28,11 @@ from __future__ import annotations
 import functools
 import json
 import os
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from autograder.cgroups import Cgroup, cgroup_kind, cgroup_parents
+from autograder.hub.settings import read_settings
 
 CLASS_GROUP = "build-the-transformer-class"
 LIMITS_FILE = "limits.json"
@@ -70,14 +71,7 @@ def read_limits(state: Path) -> ServerLimits:
     Raises:
         ValueError: the file names an unknown limit or a bad value.
     """
-    path = limits_file(state)
-    if not path.is_file():
-        return ServerLimits()
-    values = json.loads(path.read_text())
-    known = {f.name for f in fields(ServerLimits)}
-    if unknown := sorted(set(values) - known):
-        raise ValueError(f"{path}: unknown limits {unknown}; known: {sorted(known)}")
-    return ServerLimits(**values)
+    return read_settings(limits_file(state), ServerLimits, "limits") or ServerLimits()
 
 
 def write_limits(state: Path, **changes: int) -> ServerLimits:

@@ -32,6 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
 from autograder.hub.classroom import NAME, Classroom
+from autograder.hub.settings import read_settings
 
 LTI_FILE = "lti.json"
 LAUNCHES_FILE = "lti_launches.json"
@@ -92,14 +93,7 @@ def read_lti(state: Path) -> LtiSettings | None:
     Raises:
         ValueError: the file names an unknown setting or lacks one.
     """
-    path = lti_file(state)
-    if not path.is_file():
-        return None
-    values = json.loads(path.read_text())
-    known = {f.name for f in fields(LtiSettings)}
-    if unknown := sorted(set(values) - known):
-        raise ValueError(f"{path}: unknown LTI settings {unknown}; known: {sorted(known)}")
-    return LtiSettings(**values)
+    return read_settings(lti_file(state), LtiSettings, "LTI settings")
 
 
 def write_lti(state: Path, **changes: str) -> LtiSettings:
