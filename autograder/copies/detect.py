@@ -36,6 +36,7 @@ score is the course's policy for copies (:mod:`autograder.copies.policy`: by def
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable
@@ -102,9 +103,7 @@ def solution_cell(exercise: str) -> str:
 
 def solution_sources(notebook: Path, owner: str) -> list[Code]:
     """Every unit of every solution cell of a source notebook, placed by grade id."""
-    nb = nbformat.read(str(notebook), as_version=4)
-    return [code for _, cell in solution_cells(nb)
-            for code in _codes(owner, grade_id(cell) or "?", cell_source(cell), course=True)]
+    return list(_notebook_codes(owner, notebook.read_text(encoding="utf-8")))
 
 
 def _source_files(root: Path) -> list[tuple[Path, str]]:
@@ -140,9 +139,23 @@ def _read_sources(files: list[tuple[Path, str]]) -> list[Code]:
         if path.suffix == ".ipynb":
             found += solution_sources(path, name)
         else:
-            text = path.read_text(encoding="utf-8")
-            found += _codes(name, "", text, course=True, whole=False)
+            found += _module_codes(name, path.read_text(encoding="utf-8"))
     return found
+
+
+# Kept per file's content, so that a process that checks several courses (or one course whose
+# solutions changed) normalises the reference package once: that is most of a check's time.
+@functools.lru_cache(maxsize=256)
+def _module_codes(name: str, text: str) -> tuple[Code, ...]:
+    return tuple(_codes(name, "", text, course=True, whole=False))
+
+
+@functools.lru_cache(maxsize=64)
+def _notebook_codes(owner: str, text: str) -> tuple[Code, ...]:
+    nb = nbformat.reads(text, as_version=4)
+    return tuple(code for _, cell in solution_cells(nb)
+                 for code in _codes(owner, grade_id(cell) or "?", cell_source(cell),
+                                    course=True))
 
 
 # ----------------------------------------------------------------------------- comparing

@@ -15,6 +15,7 @@ per-process string hashing, so the same code gives the same figures in every run
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,10 +65,17 @@ def fingerprint(unit: Unit, k: int, boilerplate: set[int] = frozenset()) -> Fing
     the document (``np.intersect1d`` is told the hashes are unique), so repeated lines would
     vanish.
     """
-    _, index = get_document_fingerprints(unit.words, k, 1)
-    kept = {h: idx for h, idx in index.items() if h not in boilerplate}
+    kept = {h: idx for h, idx in _hash_index(unit.words, k).items() if h not in boilerplate}
     printed = Fingerprint(unit, k, set(kept), kept, 0)
     return dataclasses.replace(printed, token_coverage=covered(printed, printed.hashes))
+
+
+# The course's units are printed again for every cell a check compares, each time without
+# that cell's boilerplate: hashing is the costly part, and it does not depend on the cell.
+@functools.lru_cache(maxsize=4096)
+def _hash_index(words: tuple[str, ...], k: int) -> dict[int, list[int]]:
+    """hash -> the token indices where it starts (read only: it is shared)."""
+    return get_document_fingerprints(words, k, 1)[1]
 
 
 def covered(printed: Fingerprint, hashes: set[int] | frozenset[int]) -> int:
