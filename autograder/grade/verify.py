@@ -21,6 +21,7 @@ import atexit
 import contextlib
 import functools
 import importlib
+import os
 import re
 import shutil
 import tempfile
@@ -245,12 +246,40 @@ def kernel_course_folder() -> Path:
     The kernel may use the whole reference: what it reports is never trusted, only the
     verification (:func:`verify_exercises`), whose processes hold far less.
     """
-    folder = Path(tempfile.mkdtemp(prefix="autograder-kernel-course-"))
+    _remove_orphaned_kernel_courses()
+    folder = Path(tempfile.mkdtemp(prefix=f"{KERNEL_COURSE_PREFIX}{os.getpid()}-"))
     folder.chmod(0o755)  # the sandbox's unprivileged user reads it
     atexit.register(shutil.rmtree, folder, True)
     for package in ("transformer_ref", "autograder"):
         shutil.copytree(ROOT / package, folder / package, ignore=_kernel_ignore(ROOT))
     return folder
+
+
+KERNEL_COURSE_PREFIX = "autograder-kernel-course-"
+
+
+def _remove_orphaned_kernel_courses() -> None:
+    """Remove the kernel folders of this account's grading processes that have ended.
+
+    A process removes its own folder when it exits, but a grading worker that is killed (a
+    Dask worker restarted, a server stopped with SIGKILL) cannot: over a semester each left
+    a copy of the course in the temporary folder."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{KERNEL_COURSE_PREFIX}*-*"):
+        pid = folder.name[len(KERNEL_COURSE_PREFIX):].split("-", 1)[0]
+        with contextlib.suppress(OSError):
+            if (pid.isdigit() and folder.is_dir() and not folder.is_symlink()
+                    and folder.stat().st_uid == os.getuid() and not _running(int(pid))):
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another account's process
+        return True
+    return True
 
 
 def _kernel_ignore(root: Path) -> Callable[[str, list[str]], set[str]]:

@@ -4,6 +4,9 @@ process of its own, the checks run in the grader."""
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 import time
 
 import nbformat
@@ -12,7 +15,14 @@ import pytest
 from autograder.course import ROOT, Course
 from autograder.exercises.registry import all_exercises, get_exercise
 from autograder.grade import verify as verify_module
-from autograder.grade.verify import Verification, chapter_id, plan, verify_exercises
+from autograder.grade.verify import (
+    KERNEL_COURSE_PREFIX,
+    Verification,
+    chapter_id,
+    kernel_course_folder,
+    plan,
+    verify_exercises,
+)
 from autograder.notebook import cell_index
 from autograder.sandbox.launcher import GRACE_S, Learner, Limits
 
@@ -332,3 +342,24 @@ def test_a_later_exercise_is_graded_given_the_learners_wrong_earlier_one(later, 
     assert not results[earlier].passed, results[earlier].message
     assert results[later].passed, results[later].message
     assert "right given your" in results[later].message
+
+
+def test_kernel_course_folders_of_ended_processes_are_removed(tmp_path, monkeypatch):
+    """A grading process that was killed leaves its copy of the course behind; the next one
+    removes it, and leaves those of running processes and of names it did not make alone."""
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)
+    orphan = tmp_path / f"{KERNEL_COURSE_PREFIX}{ended.stdout.strip()}-abc"
+    alive = tmp_path / f"{KERNEL_COURSE_PREFIX}{os.getppid()}-def"
+    unnamed = tmp_path / f"{KERNEL_COURSE_PREFIX}xyz"
+    for folder in (orphan, alive, unnamed):
+        (folder / "transformer_ref").mkdir(parents=True)
+    kernel_course_folder.cache_clear()
+    try:
+        made = kernel_course_folder()
+        assert made.parent == tmp_path and (made / "transformer_ref").is_dir()
+        assert made.name.startswith(f"{KERNEL_COURSE_PREFIX}{os.getpid()}-")
+        assert not orphan.exists() and alive.is_dir() and unnamed.is_dir()
+    finally:
+        kernel_course_folder.cache_clear()
