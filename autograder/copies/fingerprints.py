@@ -1,11 +1,13 @@
-"""Fingerprints and matches of normalised code, with copydetect's winnowing.
+"""Fingerprints and matches of normalised code, with copydetect's hashing.
 
 copydetect (the MOSS approach: "Winnowing: Local Algorithms for Document Fingerprinting",
 Schleimer, Wilkerson and Aiken, 2003) hashes every run of ``k`` consecutive tokens of a
-document; two documents share code where they share hashes. Its functions work on any
-sequence, so they are given the tokens of :mod:`autograder.copies.normalise` rather than
-files: :func:`fingerprint` builds what :func:`copydetect.compare_files` reads, and :func:`match`
-calls it.
+document; two documents share code where they share hashes. Its hashing works on any sequence,
+so it is given the tokens of :mod:`autograder.copies.normalise` rather than files
+(:func:`fingerprint`). :func:`match` measures an overlap as ``copydetect.compare_files`` does
+(the shared runs, each token counted once, over each side's counted tokens), in plain Python:
+a check compares each learner's unit with hundreds of the course's, and on cells of a few
+hundred tokens NumPy's per-call cost was most of the check's time.
 
 Winnowing is not used (a window of 1 keeps every hash): a cell is a few hundred tokens, so
 keeping all hashes costs nothing, and the set of hashes kept then does not depend on Python's
@@ -16,18 +18,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
-from copydetect import compare_files
-from copydetect.utils import get_document_fingerprints, get_token_coverage
+from copydetect.utils import get_document_fingerprints
 
 from autograder.copies.normalise import Unit
 
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """A unit's hashes, with the attributes :func:`copydetect.compare_files` reads.
+    """A unit's hashes, as copydetect's ``CodeFingerprint`` holds them.
 
     Attributes:
         unit: the code.
@@ -43,11 +43,6 @@ class Fingerprint:
     hashes: set[int]
     hash_idx: dict[int, list[int]]
     token_coverage: int
-    offsets: np.ndarray = field(default_factory=lambda: np.array([]))
-
-    @property
-    def filtered_code(self) -> tuple[str, ...]:
-        return self.unit.words
 
 
 def hashes_of(units: list[Unit], k: int) -> set[int]:
@@ -80,8 +75,20 @@ def _hash_index(words: tuple[str, ...], k: int) -> dict[int, list[int]]:
 
 def covered(printed: Fingerprint, hashes: set[int] | frozenset[int]) -> int:
     """How many tokens of ``printed`` the runs of ``hashes`` cover."""
-    kept = {h: printed.hash_idx[h] for h in hashes if h in printed.hash_idx}
-    return int(get_token_coverage(kept, printed.k, len(printed.unit.words))) if kept else 0
+    return sum(end - start for start, end in _runs(printed, hashes))
+
+
+def _runs(printed: Fingerprint, hashes: set[int] | frozenset[int]) -> list[tuple[int, int]]:
+    """The token ranges ``[start, end)`` that the runs of ``hashes`` cover in ``printed``,
+    joined where they overlap, as ``copydetect.utils.get_copied_slices`` joins them."""
+    starts = sorted(i for h in hashes for i in printed.hash_idx.get(h, ()))
+    runs: list[tuple[int, int]] = []
+    for start in starts:
+        if runs and start - (runs[-1][1] - printed.k) <= printed.k - 1:
+            runs[-1] = (runs[-1][0], start + printed.k)
+        else:
+            runs.append((start, start + printed.k))
+    return runs
 
 
 @dataclass(frozen=True)
@@ -100,21 +107,19 @@ class Overlap:
     regions: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]
 
 
-def _regions(unit: Unit, slices: np.ndarray) -> tuple[tuple[int, int], ...]:
-    """Token slices ``[[starts], [ends]]`` as character ranges of ``unit.text``."""
-    if len(slices) == 0 or len(slices[0]) == 0:
-        return ()
-    return tuple((unit.tokens[int(start)].start, unit.tokens[int(end) - 1].end)
-                 for start, end in zip(slices[0], slices[1], strict=True))
+def _regions(unit: Unit, runs: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Token ranges as character ranges of ``unit.text``."""
+    return tuple((unit.tokens[start].start, unit.tokens[end - 1].end) for start, end in runs)
 
 
 def match(a: Fingerprint, b: Fingerprint) -> Overlap | None:
     """The overlap of ``a`` and ``b``, or None when they share no hash."""
-    if not a.hashes & b.hashes or not a.token_coverage or not b.token_coverage:
+    shared = a.hashes & b.hashes
+    if not shared or not a.token_coverage or not b.token_coverage:
         return None
-    _, shares, (slices_a, slices_b) = compare_files(a, b)
-    tokens_a = int(np.sum(slices_a[1] - slices_a[0]))
-    tokens_b = int(np.sum(slices_b[1] - slices_b[0]))
+    runs_a, runs_b = _runs(a, shared), _runs(b, shared)
+    tokens_a = sum(end - start for start, end in runs_a)
+    tokens_b = sum(end - start for start, end in runs_b)
     return Overlap((tokens_a, tokens_b),
-                   (min(1.0, float(shares[0])), min(1.0, float(shares[1]))),
-                   (_regions(a.unit, slices_a), _regions(b.unit, slices_b)))
+                   (min(1.0, tokens_a / a.token_coverage), min(1.0, tokens_b / b.token_coverage)),
+                   (_regions(a.unit, runs_a), _regions(b.unit, runs_b)))

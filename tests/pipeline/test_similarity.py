@@ -11,18 +11,22 @@ import shutil
 import textwrap
 from functools import cache
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
+from copydetect import compare_files
 
 from autograder.cli import main
 from autograder.copies.common import shipped_common
 from autograder.copies.detect import check_chapter, course_sources, reference_pairs, stub_hashes
+from autograder.copies.fingerprints import fingerprint, hashes_of, match
 from autograder.copies.normalise import normalise
 from autograder.copies.pairs import (
     COPIED_REFERENCE,
     DICTATED,
     MIN_TOKENS,
+    NOISE_TOKENS,
     SIMILAR_SUBMISSIONS,
     THRESHOLD,
 )
@@ -513,3 +517,29 @@ def test_the_report_shows_every_cells_closest_pairs_and_the_formgrader_links_to_
     assert ("/formgrader/course/similarity/{{ assignment_id }}.html"
             in (TEMPLATES / "manage_submissions.tpl").read_text(encoding="utf-8"))
     assert '"#learner-"' in (STATIC / "submissions.js").read_text(encoding="utf-8")
+
+
+def test_a_match_measures_what_copydetect_measures():
+    """:func:`match` counts the shared runs and shares as ``copydetect.compare_files`` does, on
+    the course's own units against each other (boilerplate removed from one side, so runs
+    have gaps): the same tokens, shares and highlighted ranges."""
+    units = [code.unit for code in course_sources(Course.of(ROOT))[:120]]
+    boilerplate = set(sorted(hashes_of(units[:3], NOISE_TOKENS))[:60])
+    printed = [fingerprint(u, NOISE_TOKENS, boilerplate if i % 2 else frozenset())
+               for i, u in enumerate(units)]
+    compared = 0
+    for a, b in [(a, b) for a in printed for b in printed if a is not b][::40]:
+        ours = match(a, b)
+        theirs = compare_files(*(SimpleNamespace(
+            k=p.k, hashes=p.hashes, hash_idx=p.hash_idx, token_coverage=p.token_coverage,
+            filtered_code=p.unit.words, offsets=[]) for p in (a, b)))
+        if ours is None:
+            assert theirs[0] == 0
+            continue
+        compared += 1
+        (slices_a, slices_b) = theirs[2]
+        assert ours.tokens[0] == int(sum(slices_a[1] - slices_a[0]))
+        assert ours.tokens[1] == int(sum(slices_b[1] - slices_b[0]))
+        assert ours.shares == tuple(min(1.0, float(s)) for s in theirs[1])
+        assert [len(r) for r in ours.regions] == [len(slices_a[0]), len(slices_b[0])]
+    assert compared > 20
