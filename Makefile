@@ -35,9 +35,12 @@ HUB_CONFIG := autograder/hub/jupyterhub_config.py
 
 install: $(STAMP)
 
+# --no-compile: pip would compile every module of every package (PyTorch's thousands among
+# them), a third of the install's time; Python compiles the modules the course imports when it
+# first imports them.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --editable '.[dev]'
+	$(BIN)/python -m pip install --quiet --no-compile --editable '.[dev]'
 	@touch $@
 
 # Learner mode: the chapters, with nbgrader's Validate button (and Assignment List, see above).

@@ -148,7 +148,7 @@ def test_solution_cells_that_never_start_are_run_once_not_once_per_exercise(sour
         return spawn(*args, **kwargs)
 
     monkeypatch.setattr(verify_module, "LearnerProcess", counted)
-    limits = Limits(cell_timeout_s=2, learner_timeout_s=10, memory_mb=1024)
+    limits = Limits(cell_timeout_s=2, learner_timeout_s=5, memory_mb=1024)
     started = time.monotonic()
     results = verify(CHAPTER, nb, limits)
     elapsed = time.monotonic() - started
@@ -156,7 +156,7 @@ def test_solution_cells_that_never_start_are_run_once_not_once_per_exercise(sour
                for r in results.values())
     groups = plan([e for e in all_exercises() if e.chapter == CHAPTER])
     assert len(started_processes) == len(groups), "the endless cells ran more than once"
-    assert elapsed < 10 + GRACE_S
+    assert elapsed < 5 + GRACE_S
 
 
 def test_a_slow_solution_is_stopped_by_the_learners_deadline(source):
@@ -164,13 +164,13 @@ def test_a_slow_solution_is_stopped_by_the_learners_deadline(source):
     minutes; the learner's deadline bounds it all."""
     nb = copy.deepcopy(source)
     _replace_solution(nb, "softmax", (
-        "import time\nimport numpy as np\n\ndef softmax(x, axis=-1):\n    time.sleep(2.5)\n"
+        "import time\nimport numpy as np\n\ndef softmax(x, axis=-1):\n    time.sleep(1.5)\n"
         "    e = np.exp(x - x.max(axis=axis, keepdims=True))\n"
         "    return e / e.sum(axis=axis, keepdims=True)\n"))
-    limits = Limits(cell_timeout_s=3, learner_timeout_s=10, memory_mb=1024)
+    limits = Limits(cell_timeout_s=2, learner_timeout_s=5, memory_mb=1024)
     started = time.monotonic()
     results = verify(CHAPTER, nb, limits)
-    assert time.monotonic() - started < 10 + GRACE_S
+    assert time.monotonic() - started < 5 + GRACE_S
     assert not results["ch02.softmax"].passed
     assert all(not r.passed for r in results.values())
 
