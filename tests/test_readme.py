@@ -524,7 +524,7 @@ MAKE_RECIPES = {
 }
 INSTALL = [
     "test -x .venv/bin/python || python3 -m venv .venv",
-    ".venv/bin/python -m pip install --quiet --no-compile --editable '.[dev]'",
+    ".venv/bin/python -m pip install --quiet --editable '.[dev]'",
 ]
 
 
