@@ -462,6 +462,10 @@ def honest_rates(sources, boilerplate, work) -> None:
         for p in hit:
             print(f"    {p.similarity:.2f} {p.tokens:4d} tokens  {p.learner.label}  ~ "
                   f"{p.other.label}")
+        wordy = max(pairs, key=lambda p: p.prose, default=None)
+        if wordy is not None and wordy.prose:
+            print(f"    most words of the course's own prose: {wordy.prose} "
+                  f"({wordy.learner.label} ~ {wordy.other.label}: {wordy.passages})")
         found = [p for p in pairs if p.found_in_learner >= copy_pairs.THRESHOLD]
         rarest = max(found, key=lambda p: p.rare, default=None)
         if rarest is not None:

@@ -26,10 +26,13 @@ trimmed of the source's checks still counts). A cell is flagged when a pair scor
 common; ``similar_submissions`` names the other learner likewise. Between two learners,
 shorter shared code flags when at least :data:`~autograder.copies.pairs.MIN_RARE_TOKENS` of
 its tokens are rare: in runs that no answer of the course's honest corpus holds
-(:mod:`autograder.copies.common`). Short exercises whose every correct answer is one line
-never flag. The flags are for the instructor (the CSV, the tables, the class report of
-:mod:`autograder.copies.report`) and never appear in a learner's feedback; what they do to a
-score is the course's policy for copies (:mod:`autograder.copies.policy`: by default nothing).
+(:mod:`autograder.copies.common`). Against the course's code, a cell that holds the course's
+own words (docstrings and comments that the release does not show) flags however short
+its code (:mod:`autograder.copies.prose`). Short exercises whose every correct answer is one
+line, handed in without such words, never flag. The flags are for the instructor (the CSV,
+the tables, the class report of :mod:`autograder.copies.report`) and never appear in a
+learner's feedback; what they do to a score is the course's policy for copies
+(:mod:`autograder.copies.policy`: by default nothing).
 ``benchmarks/similarity_calibration.py`` chose the figures.
 """
 
@@ -46,7 +49,14 @@ from pathlib import Path
 import nbformat
 
 from autograder.copies.common import common_hashes, shipped_common
-from autograder.copies.fingerprints import Fingerprint, covered, fingerprint, hashes_of, match
+from autograder.copies.fingerprints import (
+    Fingerprint,
+    Overlap,
+    covered,
+    fingerprint,
+    hashes_of,
+    match,
+)
 from autograder.copies.normalise import Unit, normalise
 from autograder.copies.pairs import (
     COPIED_REFERENCE,
@@ -66,8 +76,9 @@ from autograder.copies.policy import (
     zeroed_cells,
     zeroes,
 )
+from autograder.copies.prose import PROSE_WORDS, found_prose, prose, runs, shown_runs
 from autograder.copies.report import write_report
-from autograder.course import ROOT, Course
+from autograder.course import CHAPTERS, ROOT, Course
 from autograder.exercises.reach import module_file
 from autograder.flags import Flag, read_flags, write_flags
 from autograder.notebook import cell_source, grade_id, solution_cells
@@ -165,11 +176,14 @@ def _notebook_codes(owner: str, text: str) -> tuple[Code, ...]:
 class Boilerplate:
     """What every learner of one cell is given, which never counts: the hashes of the stub, of
     the code the release shows, and for a :data:`DICTATED` exercise of the course's answer;
-    and ``common``, what honest learners write alike (:mod:`autograder.copies.common`), which
-    counts in a pair's similarity but not in its rare tokens."""
+    ``common``, what honest learners write alike (:mod:`autograder.copies.common`), which
+    counts in a pair's similarity but not in its rare tokens; and ``shown``, the runs of words
+    of the text the release shows (:func:`autograder.copies.prose.shown_runs`), which never
+    count in the course's prose found in a cell."""
 
     hashes: frozenset[int]
     common: frozenset[int] = frozenset()
+    shown: frozenset[tuple[str, ...]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -232,7 +246,7 @@ def reference_pairs(cells: dict[str, dict[str, str]], sources: list[Code],
                     boilerplate: dict[str, Boilerplate], threshold: float = THRESHOLD
                     ) -> list[Pair]:
     """For each learner's cell, its most similar course unit (cells sharing nothing are left
-    out).
+    out), with the course's own prose the cell holds (:mod:`autograder.copies.prose`).
 
     Args:
         cells: student -> grade id -> the cell's source.
@@ -240,6 +254,7 @@ def reference_pairs(cells: dict[str, dict[str, str]], sources: list[Code],
         boilerplate: grade id -> how that cell is compared (:func:`stub_hashes`).
     """
     pairs = []
+    prose_index = _prose_index(sources)
     for cell_id, given in sorted(boilerplate.items()):
         students = [student for student in sorted(cells) if cell_id in cells[student]]
         if not students:
@@ -247,12 +262,53 @@ def reference_pairs(cells: dict[str, dict[str, str]], sources: list[Code],
         printed = _printed(sources, given)
         index = _index(printed)
         for student in students:
-            mine = _learner(student, cell_id, cells[student][cell_id], given)
-            best = _best((_pair(cell_id, unit, printed[p], given.common) for unit in mine
-                          for p in _candidates(unit, index)), threshold)
+            text = cells[student][cell_id]
+            mine = _learner(student, cell_id, text, given)
+            found = [pair for unit in mine for p in _candidates(unit, index)
+                     if (pair := _pair(cell_id, unit, printed[p], given.common))]
+            best = _best(found + _with_prose(cell_id, student, text, found, sources,
+                                             prose_index, given), threshold)
             if best is not None:
                 pairs.append(best)
     return pairs
+
+
+def _prose_index(sources: list[Code]) -> dict[tuple[str, ...], list[int]]:
+    """run of words -> the positions in ``sources`` of the units whose prose holds it."""
+    index: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for position, code in enumerate(sources):
+        for run in _prose_runs(code.source):
+            index[run].append(position)
+    return index
+
+
+@functools.lru_cache(maxsize=4096)
+def _prose_runs(source: str) -> frozenset[tuple[str, ...]]:
+    return runs(prose(source))
+
+
+def _with_prose(cell: str, student: str, text: str, found: list[Pair], sources: list[Code],
+                index: dict[tuple[str, ...], list[int]], given: Boilerplate) -> list[Pair]:
+    """The pair of the cell with the course unit whose own prose (beyond what the release
+    shows) the cell holds most of, that prose counted (:attr:`Pair.prose`); none when the cell
+    holds none. The pair is the closest of ``found`` with that unit, or one of prose alone."""
+    mine = prose(text)
+    positions = {p for i in range(len(mine) - PROSE_WORDS + 1)
+                 if (run := mine[i:i + PROSE_WORDS]) not in given.shown
+                 for p in index.get(run, ())}
+    matches = [(found_prose(mine, _prose_runs(sources[p].source), given.shown), p)
+               for p in sorted(positions)]
+    if not matches:
+        return []
+    match_, position = max(matches, key=lambda m: (m[0].words, -m[1]))
+    course = sources[position]
+    alike = [p for p in found if p.other is course]
+    if alike:
+        pair = max(alike, key=lambda p: (p.similarity, p.tokens))
+    else:
+        learner = Code(student, cell, Unit("", text, (), (1, text.count("\n") + 1)), text)
+        pair = Pair(cell, learner, course, 0.0, 0, Overlap((0, 0), (0.0, 0.0), ((), ())))
+    return [dataclasses.replace(pair, prose=match_.words, passages=match_.passages)]
 
 
 def learner_pairs(cells: dict[str, dict[str, str]], boilerplate: dict[str, Boilerplate],
@@ -363,9 +419,25 @@ def stub_hashes(course: Course, chapter: str, dictated: Iterable[str] = DICTATED
     # Honest code is common in every cell: the split-heads lines of a multi-head attention
     # answer are what an honest split_heads holds too.
     alike = common_hashes((words for cell in common.values() for words in cell), NOISE_TOKENS)
+    text = _released_text(tuple(path.read_text(encoding="utf-8") for path in (
+        course.release_notebook(c) for c in CHAPTERS) if path.is_file()))
     return {cell_id: Boilerplate(shown_hashes | _hashes([stub, answers.get(cell_id, "")]),
-                                 alike)
+                                 alike, text | _answer_prose(answers.get(cell_id, "")))
             for cell_id, stub in stubs.items()}
+
+
+@functools.lru_cache(maxsize=4)
+def _released_text(notebooks: tuple[str, ...]) -> frozenset[tuple[str, ...]]:
+    """The runs of words of every cell of the release's notebooks (every chapter's: a learner
+    has read the earlier ones), text and code alike."""
+    cells = [cell for text in notebooks for cell in nbformat.reads(text, as_version=4).cells]
+    return (shown_runs((cell_source(c) for c in cells if c.cell_type == "code"), code=True)
+            | shown_runs((cell_source(c) for c in cells if c.cell_type != "code"), code=False))
+
+
+def _answer_prose(answer: str) -> frozenset[tuple[str, ...]]:
+    """A dictated exercise's answer is given, its words too."""
+    return shown_runs([answer], code=True) if answer else frozenset()
 
 
 # How the code of a pair was compared.
@@ -384,12 +456,28 @@ def rarity(pair: Pair) -> str:
             "shared code too")
 
 
+# Words of the course's prose quoted in a flag (the report shows them all).
+QUOTED_WORDS = 40
+
+
+def prose_sentence(pair: Pair) -> str:
+    """What of the course's own prose the learner's cell holds, in words ("" for none)."""
+    if not pair.prose:
+        return ""
+    quoted = " ... ".join(pair.passages).split(" ")
+    more = " ..." if len(quoted) > QUOTED_WORDS else ""
+    return (f" The answer holds {pair.prose} words of the course's own docstrings and "
+            f"comments, which the release does not show: \"{' '.join(quoted[:QUOTED_WORDS])}"
+            f"{more}\".")
+
+
 def _copied_reason(pair: Pair, report: str, policy: str, threshold: float) -> str:
     where = f"{pair.other.owner} ({pair.other.place})"
     mine, other = pair.overlap.shares
     text = (f"{pair.cell}: {other:.0%} of the course's own code in {where} is in this answer "
             f"and {mine:.0%} of this answer comes from it ({pair.tokens} tokens in common, "
-            f"{HOW}; {rarity(pair)}). Compare them side by side in {report}.")
+            f"{HOW}; {rarity(pair)}).{prose_sentence(pair)} Compare them side by side in "
+            f"{report}.")
     if pair.other.owner in TUTORIAL_STYLE_FILES:
         text += (" That file follows the structure of public tutorials, so code taken from "
                  "such a tutorial matches it as well.")

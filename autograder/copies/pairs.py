@@ -11,6 +11,7 @@ from pathlib import Path
 
 from autograder.copies.fingerprints import Overlap
 from autograder.copies.normalise import Unit
+from autograder.copies.prose import MIN_PROSE_WORDS
 from autograder.flags import Flag
 
 # Tokens per fingerprint (copydetect's noise threshold): shorter shared runs are not matches.
@@ -96,6 +97,10 @@ class Pair:
         rare: how many of the shared tokens (the fewer of either side's) lie in runs that no
             honest answer of the cell holds (:mod:`autograder.copies.common`): the evidence
             of a short copy.
+        prose: how many words of the course unit's own docstrings and comments
+            (beyond what the release shows) the learner's cell holds, in runs
+            (:mod:`autograder.copies.prose`): what a paste keeps that honest work lacks.
+        passages: those words, each stretch as a string.
     """
 
     cell: str
@@ -107,6 +112,8 @@ class Pair:
     shared: frozenset[int] = field(default=frozenset(), repr=False)
     elsewhere: tuple[int, int] = (0, 0)
     rare: int = 0
+    prose: int = 0
+    passages: tuple[str, ...] = ()
 
     @property
     def found_in_learner(self) -> float:
@@ -122,7 +129,11 @@ class Pair:
         learners, each one's code found in the other's however short, with at least
         :data:`MIN_RARE_TOKENS` shared tokens that no honest answer holds and that fewer than
         half of the cell's other learners hold (what most of a class writes alike, such as the
-        course's own short answer handed in by many, is common, not copied from one place)."""
+        course's own short answer handed in by many, is common, not copied from one place);
+        or the learner's cell holds at least :data:`MIN_PROSE_WORDS` words of the course
+        unit's own prose, however short the code."""
+        if self.other.course and self.prose >= MIN_PROSE_WORDS:
+            return True
         public = self.other.owner.startswith(PUBLIC_STRUCTURE)
         found = self.found_in_learner >= threshold
         holders, others = self.elsewhere

@@ -23,6 +23,7 @@ from autograder.copies.pairs import (
     ChapterCheck,
     Pair,
 )
+from autograder.copies.prose import MIN_PROSE_WORDS, PROSE_WORDS
 from autograder.steps.feedback import sanitise_page
 
 # Flagged pairs shown (the most similar first; the flag files name every one), then the
@@ -77,6 +78,10 @@ def _summary(check: ChapterCheck) -> str:
         f"at least {MIN_TOKENS} tokens long, or between two learners at least "
         f"{MIN_RARE_TOKENS} of the shared tokens are rare: in runs that no honest answer of "
         f"the course's corpus holds; runs shorter than {NOISE_TOKENS} tokens do not count. "
+        f"A pair with the course's code is flagged too, however short the code, when the "
+        f"learner's cell holds at least {MIN_PROSE_WORDS} words of that code's own docstrings "
+        f"and comments, in runs of {PROSE_WORDS} words that the release does not show "
+        "(honest learners write their own words). "
         "Code is compared once names, comments, docstrings, asserts, type hints, layout, "
         "equivalent spellings and the order of definitions are set aside; the stub and the "
         "code the notebook shows every learner never count. Below the flagged pairs, "
@@ -108,7 +113,7 @@ def _row(number: int, pair: Pair, threshold: float) -> str:
     cells = [f'<a href="#pair-{number}">{number}</a>', html.escape(pair.cell),
              html.escape(pair.learner.owner), html.escape(pair.other.label),
              f"{pair.similarity:.0%} ({shares})", str(pair.tokens), str(pair.rare),
-             f"{found} of {compared}", mark]
+             f"{found} of {compared}", str(pair.prose), mark]
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
 
 
@@ -119,12 +124,22 @@ def _side_by_side(number: int, pair: Pair, threshold: float) -> str:
     return (f'<h3 id="pair-{number}">{number}. {html.escape(pair.cell)}: '
             f"{html.escape(pair.learner.label)} and {html.escape(pair.other.label)}, "
             f"{pair.similarity:.0%}{flag}</h3>\n"
+            f"{_prose(pair)}"
             '<table class="side"><tr>'
             f"<td><pre>{left}</pre></td><td><pre>{right}</pre></td></tr>\n<tr>"
             f"<td><details><summary>as written</summary><pre>"
             f"{html.escape(pair.learner.source)}</pre></details></td>"
             f"<td><details><summary>as written</summary><pre>"
             f"{html.escape(pair.other.source)}</pre></details></td></tr></table>")
+
+
+def _prose(pair: Pair) -> str:
+    """The course's own prose found in the learner's cell, each passage quoted."""
+    if not pair.prose:
+        return ""
+    quoted = "".join(f"<li>{html.escape(text)}</li>" for text in pair.passages)
+    return (f"<p>{pair.prose} words of the course's own docstrings and comments "
+            f"(which the release does not show) in the learner's cell:</p><ul>{quoted}</ul>\n")
 
 
 def _anchors(pair: Pair, seen: set[str]) -> str:
@@ -140,7 +155,8 @@ def render(check: ChapterCheck) -> str:
     shown = _shown(check)
     header = "".join(f"<th>{h}</th>" for h in (
         "#", "cell", "learner", "similar to", "similarity (of the learner's / of the other)",
-        "tokens", "of them rare (no honest answer holds them)", "others holding it", ""))
+        "tokens", "of them rare (no honest answer holds them)", "others holding it",
+        "words of the course's own prose", ""))
     rows = "\n".join(_row(n, p, check.threshold) for n, p in enumerate(shown, 1))
     seen: set[str] = set()
     sections = "\n".join(_anchors(p, seen) + _side_by_side(n, p, check.threshold)

@@ -4,6 +4,7 @@ one policy for copies, set in the course's configuration, applies in every chapt
 
 from __future__ import annotations
 
+import ast
 import copy
 import importlib
 import inspect
@@ -19,7 +20,13 @@ from copydetect import compare_files
 
 from autograder.cli import main
 from autograder.copies.common import shipped_common
-from autograder.copies.detect import check_chapter, course_sources, reference_pairs, stub_hashes
+from autograder.copies.detect import (
+    check_chapter,
+    course_sources,
+    flags_of,
+    reference_pairs,
+    stub_hashes,
+)
 from autograder.copies.fingerprints import fingerprint, hashes_of, match
 from autograder.copies.normalise import normalise
 from autograder.copies.pairs import (
@@ -37,6 +44,7 @@ from autograder.copies.policy import (
     set_copy_policy,
     zeroed_cells,
 )
+from autograder.copies.prose import MIN_PROSE_WORDS, found_prose, prose, runs
 from autograder.course import ROOT, Course
 from autograder.exercises.registry import get_exercise
 from autograder.flags import Flag, read_flags, write_flags
@@ -157,9 +165,11 @@ def test_copies_of_the_courses_code_are_flagged_however_disguised(exercise, tmp_
     disguised in each way of :data:`DISGUISES` alone and all combined, except where the
     exercise's text dictates the code line by line (:data:`DICTATED`). There a learner who
     follows the text writes the solution (``literal_followers``), so the solution is base code
-    and pastes of it in any form are what honest work looks like; so is a paste of
-    transformer_ref whose only lines beyond the dictated code are argument checks (sdpa's), which
-    a copier leaves out at will and normalising sets aside."""
+    and pastes of it in any form are what honest work looks like; so is the code of a paste of
+    transformer_ref whose only lines beyond the dictated code are argument checks (sdpa's),
+    which a copier leaves out at will and normalising sets aside. What still gives such a paste
+    away is the course's own docstring, which the release does not show: every paste that keeps
+    it is flagged."""
     chapter = get_exercise(exercise).chapter
     answers = {f"{origin}-{form.replace(' ', '-')}": {exercise: change(code)}
                for origin, code in (("solution", solution(exercise)),
@@ -169,7 +179,12 @@ def test_copies_of_the_courses_code_are_flagged_however_disguised(exercise, tmp_
                 for way, change in (DISGUISES | {"all": disguise}).items()}
     answers["reference-verbatim-again"] = answers["reference-verbatim"]
     dictated = exercise in DICTATED
-    caught = set() if dictated else set(answers)
+    docstring = ast.get_docstring(ast.parse(reference(exercise)).body[0])
+    caught = {student for student, answer in answers.items() if not dictated or (
+        student.startswith("reference")
+        and ast.get_docstring(ast.parse(answer[exercise]).body[0]) == docstring)}
+    assert dictated or caught == set(answers)
+    assert not dictated or {"reference-verbatim", "reference-renamed-all"} <= caught
     course_dir = graded_class(tmp_path, chapter, answers)
     check = check_chapter(Course.of(ROOT, course_dir), chapter)
     assert sorted(check.students) == sorted(answers)
@@ -182,9 +197,10 @@ def test_copies_of_the_courses_code_are_flagged_however_disguised(exercise, tmp_
         assert "% of the course's own code" in reason and "% of this answer comes" in reason
         assert "other learner(s) of the cell hold most of the shared code too" in reason
         assert f"similarity/{chapter}.html" in reason
-    for student in answers:
-        if dictated:  # what a literal follower writes
-            assert copied_flags(course_dir, student, chapter) == [], student
+        if dictated:
+            assert "words of the course's own docstrings and comments" in reason
+    for student in set(answers) - caught:  # what a literal follower writes
+        assert copied_flags(course_dir, student, chapter) == [], student
     # The learners who handed in the same code are alike.
     if not dictated:
         similar = codes(course_dir, "reference-verbatim", chapter)[cell_of(exercise)]
@@ -360,6 +376,52 @@ def test_an_honest_softmax_with_its_own_guard_is_not_flagged_left_out_of_the_cor
     pairs = reference_pairs({"own-a": {cell_of(entry.exercise): honest_source(entry)}},
                             course_sources(course), given)
     assert pairs and not [p for p in pairs if p.flagged(THRESHOLD)]
+
+
+# An honest softmax with the stub's docstring kept and comments of the learner's own on the
+# same ideas as the course's docstring.
+COMMENTED_SOFTMAX = '''def softmax(x, axis=-1):
+    """Numerically stable softmax of x along axis.
+
+    Args:
+        x: float array of any shape (a list works too).
+        axis: int, the axis along which the result sums to 1.
+
+    Returns:
+        float array with the shape and float dtype of x, non-negative, summing to 1
+        along axis. Entries equal to -inf get weight 0.
+    """
+    x = np.asarray(x)
+    # Subtract the largest logit of each slice: the result is the same, and exp of a big
+    # logit such as 1e4 would overflow to inf otherwise. Masked logits of -inf become 0.
+    top = x.max(axis=axis, keepdims=True)
+    e = np.exp(x - top)
+    return e / e.sum(axis=axis, keepdims=True)  # each slice sums to 1 along axis
+'''
+
+
+def test_a_short_paste_keeping_the_courses_words_is_flagged_and_honest_words_are_not():
+    """Short code is what honest learners write, so only what a paste keeps beyond it is
+    evidence: the reference's docstring, which the release never shows. A pasted reference
+    softmax with its locals renamed is flagged and the flag quotes the course's words; an
+    honest softmax with the stub's docstring and comments of its own on the same ideas is
+    not; a paste with every docstring and comment dropped is short canonical code, no
+    evidence."""
+    course = Course.of(ROOT)
+    cell = cell_of("ch02.softmax")
+    pasted = reference("ch02.softmax")
+    answers = {"copier": {cell: disguise(pasted, "renamed all", "rewritten")},
+               "honest": {cell: COMMENTED_SOFTMAX},
+               "stripped": {cell: disguise(pasted, "docstrings and comments dropped")}}
+    pairs = reference_pairs(answers, course_sources(course),
+                            stub_hashes(course, "ch02_attention"))
+    flagged = {p.learner.owner: p for p in pairs if p.flagged(THRESHOLD)}
+    assert set(flagged) == {"copier"}, flagged
+    assert flagged["copier"].prose >= MIN_PROSE_WORDS and flagged["copier"].tokens < MIN_TOKENS
+    assert all(p.prose == 0 for p in pairs if p.learner.owner != "copier")
+    (reason,) = [f.reason for f in flags_of(pairs, "ch02_attention")["copier"]]
+    assert "words of the course's own docstrings and comments" in reason
+    assert "subtracting the maximum changes nothing mathematically" in reason
 
 
 def test_on_a_dictated_exercise_learners_are_alike_only_in_what_the_text_leaves_open(tmp_path):
@@ -543,3 +605,23 @@ def test_a_match_measures_what_copydetect_measures():
         assert ours.shares == tuple(min(1.0, float(s)) for s in theirs[1])
         assert [len(r) for r in ours.regions] == [len(slices_a[0]), len(slices_b[0])]
     assert compared > 20
+
+
+def test_prose_is_the_words_of_comments_and_docstrings_not_code_messages_or_quotes():
+    """The words a paste keeps: comments and docstrings of four words or more; not a message,
+    a key or a short comment, nor a quotation of someone else; code that does not parse still
+    gives its comments up to the fault."""
+    source = ('def f(x, mode="mean"):\n'
+              '    """Scale x by the paper\'s factor, which "found that the two versions '
+              'produced nearly identical results" says."""\n'
+              '    w = params["w_q"]  # keep the gradient flowing through the residual path\n'
+              '    y = x @ w  # (batch, seq)\n'
+              '    raise ValueError(f"f: x must be a float array, got {x.dtype}")\n')
+    assert " ".join(prose(source)) == ("scale x by the paper s factor which says keep the "
+                                       "gradient flowing through the residual path")
+    assert prose("# a comment of five words\ndef g(:\n") == (
+        "a", "comment", "of", "five", "words")
+    found = found_prose(prose(source), runs(prose("# keep the gradient flowing through the "
+                                                  "residual path, always\n")), frozenset())
+    assert found.words == 8 and found.passages == (
+        "keep the gradient flowing through the residual path",)
