@@ -49,6 +49,7 @@ from autograder.copies import pairs as copy_pairs  # noqa: E402
 from autograder.copies.common import common_hashes, common_words, write_common  # noqa: E402
 from autograder.copies.fingerprints import hashes_of  # noqa: E402
 from autograder.copies.normalise import normalise  # noqa: E402
+from autograder.copies.prose import MIN_PROSE_WORDS, prose  # noqa: E402
 from autograder.course import ROOT, Course  # noqa: E402
 from autograder.exercises.registry import all_exercises  # noqa: E402
 from autograder.notebook import cell_source, grade_id, solution_cells  # noqa: E402
@@ -473,6 +474,22 @@ def honest_rates(sources, boilerplate, work) -> None:
                   f"({rarest.learner.label} ~ {rarest.other.label})")
 
 
+def prose_margin(sources, boilerplate, work) -> None:
+    """How much of the course's own prose (docstrings and comments the release does not show)
+    honest answers hold, against the :data:`MIN_PROSE_WORDS` that flag: the margin."""
+    answers = [(learner, cell, text) for _, classes, _ in work for cells in classes
+               for learner, found in cells.items() for cell, text in found.items()]
+    written = [prose(text) for _, _, text in answers]
+    index = similarity.prose_index(sources)
+    found = [(closest, learner) for learner, cell, text in answers if (
+        closest := similarity.closest_prose(text, sources, index, boilerplate[cell].shown))]
+    (most, course), learner = max(found, key=lambda f: f[0][0].words)
+    print(f"\nhonest answers' own prose: {len(answers)} answers, {sum(map(bool, written))} with "
+          f"comments or docstrings, {sum(map(len, written)):,} words; most words in runs of the "
+          f"course's own prose: {most.words} ({learner} ~ {course.label}: {most.passages}), "
+          f"{MIN_PROSE_WORDS} flag")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", action="store_true",
@@ -500,6 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     collusion_rates(boilerplate, sources)
     if args.rates:
         honest_rates(sources, boilerplate, work)
+        prose_margin(sources, boilerplate, work)
         return 0
     report(measure(sources, boilerplate, work))
     dictated = dictated_exercises(sources, work)

@@ -76,7 +76,14 @@ from autograder.copies.policy import (
     zeroed_cells,
     zeroes,
 )
-from autograder.copies.prose import PROSE_WORDS, found_prose, prose, runs, shown_runs
+from autograder.copies.prose import (
+    PROSE_WORDS,
+    ProseMatch,
+    found_prose,
+    prose,
+    runs,
+    shown_runs,
+)
 from autograder.copies.report import write_report
 from autograder.course import CHAPTERS, ROOT, Course
 from autograder.exercises.reach import module_file
@@ -254,7 +261,7 @@ def reference_pairs(cells: dict[str, dict[str, str]], sources: list[Code],
         boilerplate: grade id -> how that cell is compared (:func:`stub_hashes`).
     """
     pairs = []
-    prose_index = _prose_index(sources)
+    said = prose_index(sources)
     for cell_id, given in sorted(boilerplate.items()):
         students = [student for student in sorted(cells) if cell_id in cells[student]]
         if not students:
@@ -267,13 +274,13 @@ def reference_pairs(cells: dict[str, dict[str, str]], sources: list[Code],
             found = [pair for unit in mine for p in _candidates(unit, index)
                      if (pair := _pair(cell_id, unit, printed[p], given.common))]
             best = _best(found + _with_prose(cell_id, student, text, found, sources,
-                                             prose_index, given), threshold)
+                                             said, given), threshold)
             if best is not None:
                 pairs.append(best)
     return pairs
 
 
-def _prose_index(sources: list[Code]) -> dict[tuple[str, ...], list[int]]:
+def prose_index(sources: list[Code]) -> dict[tuple[str, ...], list[int]]:
     """run of words -> the positions in ``sources`` of the units whose prose holds it."""
     index: dict[tuple[str, ...], list[int]] = defaultdict(list)
     for position, code in enumerate(sources):
@@ -287,28 +294,42 @@ def _prose_runs(source: str) -> frozenset[tuple[str, ...]]:
     return runs(prose(source))
 
 
-def _with_prose(cell: str, student: str, text: str, found: list[Pair], sources: list[Code],
-                index: dict[tuple[str, ...], list[int]], given: Boilerplate) -> list[Pair]:
-    """The pair of the cell with the course unit whose own prose (beyond what the release
-    shows) the cell holds most of, that prose counted (:attr:`Pair.prose`); none when the cell
-    holds none. The pair is the closest of ``found`` with that unit, or one of prose alone."""
+def closest_prose(text: str, sources: list[Code], index: dict[tuple[str, ...], list[int]],
+                  shown: frozenset[tuple[str, ...]]) -> tuple[ProseMatch, Code] | None:
+    """The course unit whose own prose (beyond ``shown``, what the release shows) the cell
+    ``text`` holds most of, with what it holds; None when it holds none.
+
+    Args:
+        index: :func:`prose_index` of ``sources``.
+    """
     mine = prose(text)
     positions = {p for i in range(len(mine) - PROSE_WORDS + 1)
-                 if (run := mine[i:i + PROSE_WORDS]) not in given.shown
+                 if (run := mine[i:i + PROSE_WORDS]) not in shown
                  for p in index.get(run, ())}
-    matches = [(found_prose(mine, _prose_runs(sources[p].source), given.shown), p)
+    matches = [(found_prose(mine, _prose_runs(sources[p].source), shown), p)
                for p in sorted(positions)]
     if not matches:
+        return None
+    found, position = max(matches, key=lambda m: (m[0].words, -m[1]))
+    return found, sources[position]
+
+
+def _with_prose(cell: str, student: str, text: str, found: list[Pair], sources: list[Code],
+                index: dict[tuple[str, ...], list[int]], given: Boilerplate) -> list[Pair]:
+    """The pair of the cell with the course unit of :func:`closest_prose`, that prose counted
+    (:attr:`Pair.prose`); none when the cell holds none. The pair is the closest of ``found``
+    with that unit, or one of prose alone."""
+    closest = closest_prose(text, sources, index, given.shown)
+    if closest is None:
         return []
-    match_, position = max(matches, key=lambda m: (m[0].words, -m[1]))
-    course = sources[position]
+    words, course = closest
     alike = [p for p in found if p.other is course]
     if alike:
         pair = max(alike, key=lambda p: (p.similarity, p.tokens))
     else:
         learner = Code(student, cell, Unit("", text, (), (1, text.count("\n") + 1)), text)
         pair = Pair(cell, learner, course, 0.0, 0, Overlap((0, 0), (0.0, 0.0), ((), ())))
-    return [dataclasses.replace(pair, prose=match_.words, passages=match_.passages)]
+    return [dataclasses.replace(pair, prose=words.words, passages=words.passages)]
 
 
 def learner_pairs(cells: dict[str, dict[str, str]], boilerplate: dict[str, Boilerplate],
@@ -419,20 +440,27 @@ def stub_hashes(course: Course, chapter: str, dictated: Iterable[str] = DICTATED
     # Honest code is common in every cell: the split-heads lines of a multi-head attention
     # answer are what an honest split_heads holds too.
     alike = common_hashes((words for cell in common.values() for words in cell), NOISE_TOKENS)
-    text = _released_text(tuple(path.read_text(encoding="utf-8") for path in (
-        course.release_notebook(c) for c in CHAPTERS) if path.is_file()))
+    text = _released_text(
+        tuple(path.read_text(encoding="utf-8") for path in (
+            course.release_notebook(c) for c in CHAPTERS) if path.is_file()),
+        tuple(path.read_text(encoding="utf-8") for path in (
+            course.root / "README.md", *sorted((course.root / "docs").glob("*.md")))
+            if path.is_file()))
     return {cell_id: Boilerplate(shown_hashes | _hashes([stub, answers.get(cell_id, "")]),
                                  alike, text | _answer_prose(answers.get(cell_id, "")))
             for cell_id, stub in stubs.items()}
 
 
 @functools.lru_cache(maxsize=4)
-def _released_text(notebooks: tuple[str, ...]) -> frozenset[tuple[str, ...]]:
+def _released_text(notebooks: tuple[str, ...], documents: tuple[str, ...]
+                   ) -> frozenset[tuple[str, ...]]:
     """The runs of words of every cell of the release's notebooks (every chapter's: a learner
-    has read the earlier ones), text and code alike."""
+    has read the earlier ones), text and code alike, and of the course's ``documents`` (its
+    README and guides, which learners may quote too)."""
     cells = [cell for text in notebooks for cell in nbformat.reads(text, as_version=4).cells]
     return (shown_runs((cell_source(c) for c in cells if c.cell_type == "code"), code=True)
-            | shown_runs((cell_source(c) for c in cells if c.cell_type != "code"), code=False))
+            | shown_runs([*(cell_source(c) for c in cells if c.cell_type != "code"),
+                          *documents], code=False))
 
 
 def _answer_prose(answer: str) -> frozenset[tuple[str, ...]]:
