@@ -8,9 +8,11 @@ and comments gone, another layout); reformatted with every local name and argume
 and that pasted after a helper of the learner's own, with a print, in one longer cell. Then
 the disguises of ``tests/fixtures/copies.py`` (:data:`DISGUISES`: trimmed of argument checks,
 helpers inlined, equivalent spellings, asserts and an unused counter added, every local,
-argument, private helper and attribute renamed), each alone and all combined, with the rates
-of pastes flagged by library (NumPy chapters 1-6, PyTorch 7-11), and of collusion pairs (an
-honest answer and a copy of it disguised the same way) flagged.
+argument, private helper and attribute renamed, docstrings and comments dropped), each alone
+and all combined, with the rates of pastes flagged by library (NumPy chapters 1-6, PyTorch
+7-11), and of collusion pairs (an honest answer and a copy of it disguised the same way)
+flagged. ``--rates`` also measures how many words of the course's own docstrings and comments
+the honest answers hold (:mod:`autograder.copies.prose`), against the figure that flags.
 
 Honest work (must not be flagged): the sample class's learners who write their own answers or
 the mutants' valid alternatives and bugs (``tests/fixtures/sample_class.py``), every mutant

@@ -36,6 +36,7 @@ from autograder.copies.pairs import (
     NOISE_TOKENS,
     SIMILAR_SUBMISSIONS,
     THRESHOLD,
+    ChapterCheck,
 )
 from autograder.copies.policy import (
     DEFAULT_POLICY,
@@ -45,6 +46,7 @@ from autograder.copies.policy import (
     zeroed_cells,
 )
 from autograder.copies.prose import MIN_PROSE_WORDS, found_prose, prose, runs
+from autograder.copies.report import render
 from autograder.course import ROOT, Course
 from autograder.exercises.registry import get_exercise
 from autograder.flags import Flag, read_flags, write_flags
@@ -422,6 +424,9 @@ def test_a_short_paste_keeping_the_courses_words_is_flagged_and_honest_words_are
     (reason,) = [f.reason for f in flags_of(pairs, "ch02_attention")["copier"]]
     assert "words of the course's own docstrings and comments" in reason
     assert "subtracting the maximum changes nothing mathematically" in reason
+    page = render(ChapterCheck("ch02_attention", THRESHOLD, sorted(answers), pairs, {}))
+    assert "words of the course's own docstrings and comments" in page
+    assert "subtracting the maximum changes nothing mathematically" in page
 
 
 def test_on_a_dictated_exercise_learners_are_alike_only_in_what_the_text_leaves_open(tmp_path):
