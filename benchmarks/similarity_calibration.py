@@ -385,39 +385,47 @@ def honest_alike(boilerplate) -> set[str]:
 
 def _groups(learner: str, cell: str, evidence: set[str], alike: set[str]) -> list[str]:
     """The groups a paste counts in: its library (or dictated solution), and among those
-    flagged verbatim and those beyond honest work."""
+    flagged by their code alone and those beyond honest work."""
     exercise, origin = learner.split()
     key = ("dictated solution" if origin == "solution" and exercise in copy_pairs.DICTATED
            else library(cell))
     return [key] + [f"{key} {kind}" for kind, inside in (
-        ("flagged verbatim", learner in evidence), ("beyond honest work", learner not in alike))
+        ("flagged by code", learner in evidence), ("beyond honest work", learner not in alike))
         if inside and key != "dictated solution"]
+
+
+# The way that leaves a paste none of the course's words: what its code alone gives away.
+CODE_ALONE = "docstrings and comments dropped"
 
 
 def disguise_rates(sources, boilerplate) -> None:
     """Per way of disguise: pastes of the course's code flagged, by library (the solution
     cells of the dictated exercises apart: an honest literal follower writes them); of the
-    pastes whose verbatim form is flagged (the copies long and rare enough to be evidence),
-    how many are still flagged once disguised; and of the pastes beyond honest work (not
+    pastes flagged by their code alone (once their docstrings and comments are dropped: the
+    copies long and rare enough to be evidence without the course's words), how many are
+    still flagged once disguised; and of the pastes beyond honest work (not
     :func:`honest_alike`)."""
     alike = honest_alike(boilerplate)
     print(f"\npastes flagged, each way of disguise alone and combined (NumPy, PyTorch; the "
-          f"solution cells of dictated exercises apart; of the pastes flagged verbatim; of "
-          f"the pastes beyond honest work; {len(alike)} pastes are what honest answers write: "
-          f"{sorted(alike)}):")
-    evidence: set[str] = set()
-    for way in WAYS:
+          f"solution cells of dictated exercises apart; of the pastes flagged by their code "
+          f"alone, {CODE_ALONE}; of the pastes beyond honest work; {len(alike)} pastes are "
+          f"what honest answers write: {sorted(alike)}):")
+
+    def pasted(way: str) -> tuple[Cells, set[str]]:
         cells = {f"{exercise} {origin}": {cell_of(exercise): disguised(code, way)}
                  for exercise, origin, code in originals()}
-        hit = {p.learner.owner for p in similarity.reference_pairs(cells, sources, boilerplate)
-               if p.flagged(copy_pairs.THRESHOLD)}
-        evidence = evidence or hit
+        return cells, {p.learner.owner for p in similarity.reference_pairs(
+            cells, sources, boilerplate) if p.flagged(copy_pairs.THRESHOLD)}
+
+    evidence = pasted(CODE_ALONE)[1]
+    for way in WAYS:
+        cells, hit = pasted(way)
         counts: dict[str, list[int]] = {}
         for learner, answers in cells.items():
             for group in _groups(learner, next(iter(answers)), evidence, alike):
                 counts.setdefault(group, [0, 0])[0] += learner in hit
                 counts[group][1] += 1
-        print(f"  {way:22} " + "   ".join(f"{key} {rate(*counts[key])}"
+        print(f"  {way:32} " + "   ".join(f"{key} {rate(*counts[key])}"
                                            for key in sorted(counts)))
         if way == "all combined":
             print("    not flagged all combined, beyond honest work: " + ", ".join(
@@ -452,7 +460,7 @@ def collusion_rates(boilerplate, sources) -> None:
             for group in (key, f"{key} flagged undisguised") if number in evidence else (key,):
                 counts.setdefault(group, [0, 0])[0] += number in hit
                 counts[group][1] += 1
-        print(f"  {way:22} " + "   ".join(f"{key} {rate(*counts[key])}"
+        print(f"  {way:32} " + "   ".join(f"{key} {rate(*counts[key])}"
                                            for key in sorted(counts)))
 
 
