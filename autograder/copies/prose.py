@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import io
 import re
+import textwrap
 import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ def prose(source: str) -> tuple[str, ...]:
 
     Other strings (messages, keys) are left out: ``f"d_model={d_model} is not divisible by
     num_heads"`` is what anyone writes."""
-    source = source[:MAX_CHARS]
+    source = textwrap.dedent(source[:MAX_CHARS])  # a method's lines as written
     found: list[tuple[int, tuple[str, ...]]] = []
     try:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -57,7 +58,12 @@ def prose(source: str) -> tuple[str, ...]:
                 found.append((token.start[0], words(token.string)))
     except (tokenize.TokenError, SyntaxError):
         pass
-    tree, _ = parse_cell(source)
+    try:
+        tree: ast.AST | None = ast.parse(source)
+    except (SyntaxError, ValueError):  # IPython syntax, or no Python at all
+        tree, _ = parse_cell(source)
+    except (RecursionError, MemoryError):  # nested too deeply: its comments are enough
+        tree = None
     for node in ast.walk(tree) if isinstance(tree, ast.Module) else ():
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(
                 node.value.value, str):
