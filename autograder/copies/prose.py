@@ -2,9 +2,9 @@
 
 Short code is what every honest learner writes, so a paste of the course's softmax cannot be
 told from honest work by its code (:mod:`autograder.copies.common`). What a paste often keeps
-is the course's text around the code: a docstring, a comment. Honest
-learners write their own words, or the words the release shows them (the stub's docstring,
-the notebook's text), which never count. A run of :data:`PROSE_WORDS` words of the course's
+is the course's text around the code: a docstring, a comment. Honest learners write their own
+words, or the words the release shows them (the stub's docstring, the notebook's text), which
+never count. A run of :data:`PROSE_WORDS` words of the course's
 own prose that the release does not show, found in a learner's cell, is that evidence; the
 words such runs cover are the measure (:data:`MIN_PROSE_WORDS` flag,
 :attr:`autograder.copies.pairs.Pair.prose`).
@@ -56,7 +56,7 @@ def prose(source: str) -> tuple[str, ...]:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
             if token.type == tokenize.COMMENT:
                 found.append((token.start[0], words(token.string)))
-    except (tokenize.TokenError, SyntaxError):
+    except (tokenize.TokenError, SyntaxError, ValueError):  # the comments up to the fault
         pass
     try:
         tree: ast.AST | None = ast.parse(source)
