@@ -95,8 +95,12 @@ def copies() -> Cells:
             for exercise, origin, code in originals() for form, change in FORMS.items()}
 
 
-# Each way of :data:`DISGUISES` alone, then all of them, in the calibration of the rates.
+# The way that leaves a paste none of the course's words: what its code alone gives away.
+CODE_ALONE = "docstrings and comments dropped"
+# Each way of :data:`DISGUISES` alone, then all of them but dropping the docstrings (a hasty
+# copier's), then all of them.
 WAYS: dict[str, tuple[str, ...]] = {"verbatim": ()} | {way: (way,) for way in DISGUISES} | {
+    "all but the docstrings": tuple(w for w in DISGUISES if w != CODE_ALONE),
     "all combined": tuple(DISGUISES)}
 
 
@@ -383,32 +387,30 @@ def honest_alike(boilerplate) -> set[str]:
     return found
 
 
-def _groups(learner: str, cell: str, evidence: set[str], alike: set[str]) -> list[str]:
+def _groups(learner: str, cell: str, verbatim: set[str], by_code: set[str], alike: set[str]
+            ) -> list[str]:
     """The groups a paste counts in: its library (or dictated solution), and among those
-    flagged by their code alone and those beyond honest work."""
+    flagged verbatim, those flagged by their code alone and those beyond honest work."""
     exercise, origin = learner.split()
     key = ("dictated solution" if origin == "solution" and exercise in copy_pairs.DICTATED
            else library(cell))
     return [key] + [f"{key} {kind}" for kind, inside in (
-        ("flagged by code", learner in evidence), ("beyond honest work", learner not in alike))
-        if inside and key != "dictated solution"]
-
-
-# The way that leaves a paste none of the course's words: what its code alone gives away.
-CODE_ALONE = "docstrings and comments dropped"
+        ("flagged verbatim", learner in verbatim), ("flagged by code", learner in by_code),
+        ("beyond honest work", learner not in alike)) if inside and key != "dictated solution"]
 
 
 def disguise_rates(sources, boilerplate) -> None:
     """Per way of disguise: pastes of the course's code flagged, by library (the solution
     cells of the dictated exercises apart: an honest literal follower writes them); of the
-    pastes flagged by their code alone (once their docstrings and comments are dropped: the
-    copies long and rare enough to be evidence without the course's words), how many are
-    still flagged once disguised; and of the pastes beyond honest work (not
-    :func:`honest_alike`)."""
+    pastes flagged verbatim, and of those flagged by their code alone (once their docstrings
+    and comments are dropped: the copies long and rare enough to be evidence without the
+    course's words), how many are still flagged once disguised; and of the pastes beyond
+    honest work (not :func:`honest_alike`)."""
     alike = honest_alike(boilerplate)
     print(f"\npastes flagged, each way of disguise alone and combined (NumPy, PyTorch; the "
-          f"solution cells of dictated exercises apart; of the pastes flagged by their code "
-          f"alone, {CODE_ALONE}; of the pastes beyond honest work; {len(alike)} pastes are "
+          f"solution cells of dictated exercises apart; of the pastes flagged verbatim; of "
+          f"those flagged by their code alone, {CODE_ALONE}; of the pastes beyond honest "
+          f"work; {len(alike)} pastes are "
           f"what honest answers write: {sorted(alike)}):")
 
     def pasted(way: str) -> tuple[Cells, set[str]]:
@@ -417,12 +419,12 @@ def disguise_rates(sources, boilerplate) -> None:
         return cells, {p.learner.owner for p in similarity.reference_pairs(
             cells, sources, boilerplate) if p.flagged(copy_pairs.THRESHOLD)}
 
-    evidence = pasted(CODE_ALONE)[1]
+    verbatim, by_code = pasted("verbatim")[1], pasted(CODE_ALONE)[1]
     for way in WAYS:
         cells, hit = pasted(way)
         counts: dict[str, list[int]] = {}
         for learner, answers in cells.items():
-            for group in _groups(learner, next(iter(answers)), evidence, alike):
+            for group in _groups(learner, next(iter(answers)), verbatim, by_code, alike):
                 counts.setdefault(group, [0, 0])[0] += learner in hit
                 counts[group][1] += 1
         print(f"  {way:32} " + "   ".join(f"{key} {rate(*counts[key])}"

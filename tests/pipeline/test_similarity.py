@@ -161,13 +161,19 @@ def copied_flags(course_dir: Path, student: str, chapter: str) -> list[Flag]:
             if f.code == COPIED_REFERENCE]
 
 
+def but_docstrings(code: str) -> str:
+    """Every disguise but dropping the docstrings and comments: a hasty copier's paste."""
+    return disguise(code, *(way for way in DISGUISES if way != "docstrings and comments dropped"))
+
+
 @pytest.mark.parametrize("exercise", COPIED)
 def test_copies_of_the_courses_code_are_flagged_however_disguised(exercise, tmp_path):
     """Every paste is flagged, verbatim, reformatted, renamed or inside a longer cell, and
-    disguised in each way of :data:`DISGUISES` alone and all combined, except where the
-    exercise's text dictates the code line by line (:data:`DICTATED`). There a learner who
-    follows the text writes the solution (``literal_followers``), so the solution is base code
-    and pastes of it in any form are what honest work looks like; so is the code of a paste of
+    disguised in each way of :data:`DISGUISES` alone, all combined and all but dropping the
+    docstrings, except where the exercise's text dictates the code line by line
+    (:data:`DICTATED`). There a learner who follows the text writes the solution
+    (``literal_followers``), so the solution is base code and pastes of it in any form are what
+    honest work looks like; so is the code of a paste of
     transformer_ref whose only lines beyond the dictated code are argument checks (sdpa's),
     which a copier leaves out at will and normalising sets aside. What still gives such a paste
     away is the course's own docstring, which the release does not show: every paste that keeps
@@ -178,7 +184,8 @@ def test_copies_of_the_courses_code_are_flagged_however_disguised(exercise, tmp_
                                     ("reference", reference(exercise)))
                for form, change in FORMS.items()}
     answers |= {f"reference-{way.replace(' ', '-')}": {exercise: change(reference(exercise))}
-                for way, change in (DISGUISES | {"all": disguise}).items()}
+                for way, change in (DISGUISES | {"all": disguise,
+                                                 "all-but-docstrings": but_docstrings}).items()}
     answers["reference-verbatim-again"] = answers["reference-verbatim"]
     dictated = exercise in DICTATED
     docstring = ast.get_docstring(ast.parse(reference(exercise)).body[0])
