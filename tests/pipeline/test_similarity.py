@@ -5,6 +5,7 @@ one policy for copies, set in the course's configuration, applies in every chapt
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
 import importlib
 import inspect
@@ -637,3 +638,30 @@ def test_prose_is_the_words_of_comments_and_docstrings_not_code_messages_or_quot
                                                   "residual path, always\n")), frozenset())
     assert found.words == 8 and found.passages == (
         "keep the gradient flowing through the residual path",)
+
+
+def free_names(code: str) -> set[str]:
+    """The names ``code`` reads without binding them (what its notebook must provide)."""
+    tree = ast.parse(code)
+    bound = {node.arg if isinstance(node, ast.arg) else node.name
+             for node in ast.walk(tree) if isinstance(
+                 node, ast.arg | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+    bound |= {node.id for node in ast.walk(tree)
+              if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
+    bound |= {(alias.asname or alias.name).split(".")[0] for node in ast.walk(tree)
+              if isinstance(node, ast.Import | ast.ImportFrom) for alias in node.names}
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Load)} - bound - set(dir(builtins))
+
+
+def test_every_disguise_leaves_code_that_reads_only_what_the_original_reads(benchmark_script):
+    """The calibration's copies are what a copier would hand in: no disguise, alone or
+    combined, reads a name that it does not bind and the original does not read either (a
+    renamed name missed, a trimmed check whose name is used below, a library the cell never
+    names)."""
+    calibration = benchmark_script("similarity_calibration")
+    broken = [(exercise, origin, way, sorted(extra))
+              for exercise, origin, code in calibration.originals()
+              for way in calibration.WAYS
+              if (extra := free_names(calibration.disguised(code, way)) - free_names(code))]
+    assert broken == []
