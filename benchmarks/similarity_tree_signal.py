@@ -16,8 +16,8 @@ reference and solution pasted and disguised in each way alone and combined, agai
 original; every honest answer (the hint, literal, tutorial-style and own-way learners, the
 sample class's own work, every mutant) against the course's units of its exercise. The tree
 signal's minimum of shared subtrees is the lowest at which no honest answer is flagged; the
-pastes it then flags are printed beside those copydetect flags (the course's rule,
-:mod:`autograder.copies`).
+pastes it then flags are printed beside those the course's rule flags (copydetect's tokens
+and the course's own words, :mod:`autograder.copies`).
 """
 
 from __future__ import annotations
@@ -120,8 +120,8 @@ def main() -> int:
           "(0 honest flagged)")
     sources = similarity.course_sources(Course.of(ROOT))
     boilerplate = calibration.all_stubs()
-    print("\npastes flagged (the solutions of dictated exercises apart): tree signal, "
-          "copydetect on normalised tokens")
+    print("\npastes flagged (the solutions of dictated exercises apart): tree signal, the "
+          "course's rule (copydetect on normalised tokens, and the course's words)")
     for way in calibration.WAYS:
         pasted = {f"{exercise} {origin}": (exercise, calibration.disguised(code, way), code)
                   for exercise, origin, code in calibration.originals()
@@ -134,7 +134,7 @@ def main() -> int:
                  for name, (exercise, paste, _) in pasted.items()}
         tokens = len({p.learner.owner for p in similarity.reference_pairs(
             cells, sources, boilerplate) if p.flagged(copy_pairs.THRESHOLD)})
-        print(f"  {way:22} tree {calibration.rate(tree, len(pasted))}   copydetect "
+        print(f"  {way:32} tree {calibration.rate(tree, len(pasted))}   course's rule "
               f"{calibration.rate(tokens, len(pasted))}")
     print(f"\n{time.perf_counter() - started:.0f} s")
     return 0
