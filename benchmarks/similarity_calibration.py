@@ -410,8 +410,7 @@ def disguise_rates(sources, boilerplate) -> None:
     print(f"\npastes flagged, each way of disguise alone and combined (NumPy, PyTorch; the "
           f"solution cells of dictated exercises apart; of the pastes flagged verbatim; of "
           f"those flagged by their code alone, {CODE_ALONE}; of the pastes beyond honest "
-          f"work; {len(alike)} pastes are "
-          f"what honest answers write: {sorted(alike)}):")
+          f"work; {len(alike)} pastes are what honest answers write: {sorted(alike)}):")
 
     def pasted(way: str) -> tuple[Cells, set[str]]:
         cells = {f"{exercise} {origin}": {cell_of(exercise): disguised(code, way)}
@@ -475,10 +474,6 @@ def honest_rates(sources, boilerplate, work) -> None:
         for p in hit:
             print(f"    {p.similarity:.2f} {p.tokens:4d} tokens  {p.learner.label}  ~ "
                   f"{p.other.label}")
-        wordy = max(pairs, key=lambda p: p.prose, default=None)
-        if wordy is not None and wordy.prose:
-            print(f"    most words of the course's own prose: {wordy.prose} "
-                  f"({wordy.learner.label} ~ {wordy.other.label}: {wordy.passages})")
         found = [p for p in pairs if p.found_in_learner >= copy_pairs.THRESHOLD]
         rarest = max(found, key=lambda p: p.rare, default=None)
         if rarest is not None:
