@@ -318,6 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"checks a learner may ask for in {RATE_WINDOW_S:g} s "
                              f"(default {RATE_LIMIT})")
     args = parser.parse_args(argv)
+    # The hub stops its services with SIGINT. Started from a background job of a script,
+    # it hands them SIGINT ignored, and they would outlive a hub that does not wait.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     course = Course.of(args.root, args.course_dir) if args.course_dir else None
     with checking_service(args.listen, course, args.exchange, args.check_limit,
                           args.rate_limit) as service:

@@ -42,6 +42,7 @@ import json
 import logging
 import os
 import pwd
+import signal
 import socket
 import socketserver
 import sys
@@ -290,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the class's state folder (default: $TRANSFORMER_HUB_STATE, else "
                              "build/hub)")
     args = parser.parse_args(argv)
+    # The hub stops its services with SIGINT. Started from a background job of a script,
+    # it hands them SIGINT ignored, and they would outlive a hub that does not wait.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.geteuid() != 0:
         parser.error("the grading service grades in the sandbox as root: run it as root")
     # Files it makes are the staff group's to read and write (the course folder is setgid).

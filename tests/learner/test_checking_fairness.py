@@ -8,6 +8,7 @@ apart by their account, and root's processes, such as these, by process)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -122,3 +123,23 @@ def test_only_released_chapters_are_checked(service, monkeypatch):
     verdict = remote_check("ch03.attention_head", attention_head)
     assert not verdict["passed"]
     assert "ch03_attention_head is not released to your class yet" in verdict["message"]
+
+
+def test_the_service_stops_on_the_hubs_sigint_even_when_started_with_it_ignored(tmp_path):
+    """A hub started from a background job of a script hands its services SIGINT ignored;
+    the service still stops on the SIGINT with which the hub stops it."""
+    path = tmp_path / "socket"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "autograder.hub.checking", "--listen", str(path)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline = time.monotonic() + 120
+        while not path.exists():
+            assert process.poll() is None and time.monotonic() < deadline, process.stdout.read()
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) is not None
+    finally:
+        process.kill()
+        process.wait()
